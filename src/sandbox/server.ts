@@ -1,0 +1,571 @@
+// The sandbox's HTTP front: routing, authentication, rate limits, injected faults, body limits,
+// the /_sandbox/ control endpoints and the media URLs. Services do the rest.
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import FindMyWay from "find-my-way";
+import { z } from "zod";
+import { issuesFromZod } from "../api/common.js";
+import { CallbackSender } from "./callbacks.js";
+import { ApiError, renderError, sendJson } from "./http.js";
+import { makeMp4, makeWav } from "./media.js";
+import { PRESET_VOICES, SpeechService } from "./speech.js";
+import { OFFICIAL_SKILLS, VideoService } from "./video.js";
+import { type Org, World } from "./world.js";
+
+export const SandboxOptions = z.object({
+  host: z.string().default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(8787),
+  /** `KEY` or `KEY=ORG`; keys must start with `sk-ml-`. */
+  keys: z
+    .array(z.string().regex(/^sk-ml-[^=\s]+(=[^=\s]+)?$/, "expected sk-ml-KEY or sk-ml-KEY=ORG"))
+    .default(["sk-ml-sandbox=default"]),
+  points: z.number().int().min(0).default(100_000),
+  timeScale: z.number().positive().default(1),
+  rateLimit: z.number().positive().nullable().default(null),
+  allowPrivateUrls: z.boolean().default(false),
+});
+export type SandboxOptions = z.input<typeof SandboxOptions>;
+
+export interface Sandbox {
+  /** `http://HOST:PORT`, no trailing slash. */
+  url: string;
+  port: number;
+  world: World;
+  close(): Promise<void>;
+}
+
+const MiB = 1024 * 1024;
+const METHODS = ["GET", "POST", "PUT", "DELETE"] as const;
+const KiB = 1024;
+
+interface Faults {
+  error_rate: number;
+  drop_rate: number;
+  latency_ms: number;
+  rate_limit_rps: number | null;
+}
+
+const FaultsBody = z.object({
+  error_rate: z.number().min(0).max(1).optional(),
+  drop_rate: z.number().min(0).max(1).optional(),
+  latency_ms: z.number().int().min(0).max(600_000).optional(),
+  rate_limit_rps: z.number().positive().nullable().optional(),
+});
+
+const PackageBody = z.object({
+  total_points: z.number().int().min(0),
+  status: z.enum(["pending", "active"]).optional(),
+  expires_at: z.number().int().optional(),
+  code: z.string().optional(),
+  name: z.string().optional(),
+  order_no: z.string().optional(),
+  total_price: z.number().int().min(0).optional(),
+});
+
+const PricingBody = z.object({
+  enabled: z.boolean().optional(),
+  text_to_speech: z.number().int().min(0).optional(),
+});
+
+/** What a route handler receives. */
+interface Ctx {
+  req: IncomingMessage;
+  res: ServerResponse;
+  params: Record<string, string | undefined>;
+  query: URLSearchParams;
+  org: Org;
+  body: unknown;
+  raw: Buffer;
+}
+
+type Handler = (ctx: Ctx) => unknown;
+
+interface RouteStore {
+  template: string;
+  kind: "api" | "media" | "control";
+  /** JSON body expected, with its size limit; `raw` reads bytes without parsing. */
+  body?: { limit: number; raw?: boolean };
+  handler: Handler;
+}
+
+/** Token bucket per API key: `rps` requests a second with a burst of one second's worth. */
+class RateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  take(key: string, rps: number): number {
+    const now = Date.now();
+    const bucket = this.buckets.get(key) ?? { tokens: rps, at: now };
+    bucket.tokens = Math.min(rps, bucket.tokens + ((now - bucket.at) / 1000) * rps);
+    bucket.at = now;
+    this.buckets.set(key, bucket);
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return 0;
+    }
+    return Math.max(1, Math.ceil((1 - bucket.tokens) / rps));
+  }
+}
+
+export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox> {
+  const options = SandboxOptions.parse(input);
+  const world = new World({
+    timeScale: options.timeScale,
+    allowPrivateUrls: options.allowPrivateUrls,
+    points: options.points,
+  });
+  for (const entry of options.keys) {
+    const [key, org = "default"] = entry.split("=") as [string, string?];
+    world.keys.set(key, org);
+    world.org(org);
+  }
+  const bootS = world.nowS();
+  for (const skill of OFFICIAL_SKILLS) {
+    world.officialSkills.set(skill.id, { ...skill, official: true, created_at: bootS, updated_at: bootS });
+  }
+  for (const voice of PRESET_VOICES) world.presetVoices.set(voice.voice_id, { ...voice, created_at: bootS });
+
+  const callbacks = new CallbackSender(world);
+  const video = new VideoService(world, callbacks);
+  const speech = new SpeechService(world);
+  const faults: Faults = { error_rate: 0, drop_rate: 0, latency_ms: 0, rate_limit_rps: options.rateLimit };
+  const limiter = new RateLimiter();
+
+  const router = FindMyWay<FindMyWay.HTTPVersion.V1>({ ignoreTrailingSlash: true });
+  const route = (
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    kind: RouteStore["kind"],
+    handler: Handler,
+    body?: RouteStore["body"],
+  ) => {
+    const template = `${method} ${path.replace(/:(\w+)/g, "{$1}")}`;
+    const store: RouteStore = { template, kind, handler, ...(body ? { body } : {}) };
+    router.on(method, path, () => undefined, store);
+  };
+  const json = (limit: number) => ({ limit });
+
+  // ---- video service ----
+  route(
+    "POST",
+    "/vid/v2/video_generation",
+    "api",
+    (c) => video.create(c.org, header(c.req, "idempotency-key"), c.body),
+    json(72 * MiB),
+  );
+  route("GET", "/vid/v2/query/video_generation/:task_id", "api", (c) =>
+    video.get(c.org, param(c, "task_id")),
+  );
+  route("GET", "/vid/v2/query/video_generation", "api", (c) => video.list(c.org, c.query));
+  route("DELETE", "/vid/v2/video_generation/:task_id", "api", (c) =>
+    video.cancel(c.org, param(c, "task_id")),
+  );
+  route("GET", "/vid/v2/query/point_packages", "api", (c) => {
+    video.syncAll(c.org);
+    speech.syncAll(c.org);
+    const items = c.org.ledger.list();
+    return { items, total: items.length };
+  });
+  route("GET", "/vid/v2/query/point_usage_summary", "api", (c) => {
+    speech.syncAll(c.org);
+    return video.summary(c.org);
+  });
+  route("GET", "/vid/v2/skills", "api", (c) => video.listSkills(c.org, c.query));
+  route("POST", "/vid/v2/skills", "api", (c) => video.createSkill(c.org, c.body), json(64 * KiB));
+  route(
+    "PUT",
+    "/vid/v2/skills/:skill_id",
+    "api",
+    (c) => video.updateSkill(c.org, param(c, "skill_id"), c.body),
+    json(64 * KiB),
+  );
+  route("DELETE", "/vid/v2/skills/:skill_id", "api", (c) => video.deleteSkill(c.org, param(c, "skill_id")));
+
+  // ---- speech service ----
+  route(
+    "POST",
+    "/audio/v1/speech/jobs",
+    "api",
+    (c) => speech.create(c.org, header(c.req, "idempotency-key"), c.body),
+    json(MiB),
+  );
+  route("GET", "/audio/v1/speech/jobs/:task_id", "api", (c) => speech.get(c.org, param(c, "task_id")));
+  route("GET", "/audio/v1/speech/jobs", "api", (c) => speech.list(c.org, c.query));
+  route("POST", "/audio/v1/speech/jobs/:task_id/cancel", "api", (c) =>
+    speech.cancel(c.org, param(c, "task_id")),
+  );
+  route("DELETE", "/audio/v1/speech/jobs/:task_id", "api", (c) => speech.delete(c.org, param(c, "task_id")));
+  route("GET", "/audio/v1/voices", "api", (c) => speech.listVoices(c.org, c.query));
+  route(
+    "POST",
+    "/audio/v1/voices",
+    "api",
+    (c) => speech.createVoice(c.org, header(c.req, "idempotency-key"), c.body),
+    json(MiB),
+  );
+  route("DELETE", "/audio/v1/voices/:voice_id", "api", (c) =>
+    speech.deleteVoice(c.org, param(c, "voice_id")),
+  );
+  route("POST", "/audio/v1/upload_urls", "api", (c) => speech.uploadUrl(c.org, c.body), json(MiB));
+  route("POST", "/audio/v1/assets", "api", (c) => speech.registerAsset(c.org, c.body), json(MiB));
+  route("GET", "/audio/v1/pricing", "api", (c) => {
+    video.syncAll(c.org);
+    return speech.pricingJson(c.org);
+  });
+
+  // ---- media: signed or public URLs, no API key ----
+  route("GET", "/_media/videos/:file", "media", (c) => {
+    const file = param(c, "file");
+    if (world.verify(`/_media/videos/${file}`, c.query) !== "ok")
+      return denied(c, "signature invalid or expired");
+    const task = video.media(file.replace(/\.mp4$/, ""));
+    if (task?.status !== "succeeded") return missing(c);
+    return sendMedia(c, makeMp4(task.duration, task.width, task.height), "video/mp4");
+  });
+  route("GET", "/_media/speech/:file", "media", (c) => {
+    const file = param(c, "file");
+    if (world.verify(`/_media/speech/${file}`, c.query) !== "ok")
+      return denied(c, "signature invalid or expired");
+    const task = speech.media(file.replace(/\.wav$/, ""));
+    if (!task) return missing(c);
+    return sendMedia(c, makeWav(task.audioMs), "audio/wav");
+  });
+  route(
+    "PUT",
+    "/_uploads/:id",
+    "media",
+    (c) => {
+      const id = param(c, "id");
+      const upload = speech.upload(id);
+      const check = world.verify(`/_uploads/${id}`, c.query);
+      if (!upload || check !== "ok") {
+        return denied(c, check === "expired" ? "the upload URL has expired" : "signature invalid");
+      }
+      const type = (c.req.headers["content-type"] ?? "").split(";")[0]?.trim();
+      if (type !== upload.content_type) {
+        return denied(
+          c,
+          `Content-Type must be ${upload.content_type} as requested, got ${type || "nothing"}`,
+        );
+      }
+      upload.data = c.raw;
+      c.res.writeHead(200, { etag: `"${id}"`, "content-length": 0 });
+      c.res.end();
+      return undefined;
+    },
+    { limit: 15 * MiB, raw: true },
+  );
+  route("GET", "/_media/uploads/:id", "media", (c) => {
+    const upload = speech.upload(param(c, "id"));
+    if (!upload?.data) return missing(c);
+    return sendMedia(c, upload.data, upload.content_type);
+  });
+  route("GET", "/_media/assets/:id", "media", (c) => {
+    const asset = speech.asset(param(c, "id"));
+    if (!asset) return missing(c);
+    return sendMedia(c, asset.data, asset.content_type);
+  });
+  route("GET", "/_media/voices/:id", "media", (c) => {
+    const voice = speech.voiceAudio(param(c, "id"));
+    if (!voice) return missing(c);
+    return sendMedia(c, voice.audio ?? makeWav(2500), voice.audioContentType ?? "audio/wav");
+  });
+
+  // ---- control ----
+  route("GET", "/_sandbox/health", "control", () => ({ ok: true }));
+  route("GET", "/_sandbox/stats", "control", () => world.stats);
+  route(
+    "POST",
+    "/_sandbox/orgs/:org/packages",
+    "control",
+    (c) => {
+      const body = parseControl(PackageBody, c.body);
+      const org = world.org(param(c, "org"));
+      const pkg = org.ledger.add(body);
+      return org.ledger.list().find((p) => p.id === pkg.id);
+    },
+    json(MiB),
+  );
+  route(
+    "POST",
+    "/_sandbox/faults",
+    "control",
+    (c) => {
+      const body = parseControl(FaultsBody, c.body);
+      Object.assign(faults, Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)));
+      return { ...faults };
+    },
+    json(MiB),
+  );
+  route(
+    "POST",
+    "/_sandbox/pricing",
+    "control",
+    (c) => {
+      const body = parseControl(PricingBody, c.body);
+      if (body.enabled !== undefined) speech.pricing.enabled = body.enabled;
+      if (body.text_to_speech !== undefined && body.text_to_speech !== speech.pricing.text_to_speech) {
+        speech.pricing.text_to_speech = body.text_to_speech;
+        speech.pricing.pricing_version += 1;
+      }
+      return { ...speech.pricing };
+    },
+    json(MiB),
+  );
+
+  const sockets = new Set<import("node:net").Socket>();
+  const server: Server = createServer((req, res) => {
+    void handle(req, res);
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const requestId = `req_${randomBytes(12).toString("hex")}`;
+    res.setHeader("x-request-id", requestId);
+    const url = new URL(req.url ?? "/", "http://sandbox.invalid");
+    const method = req.method ?? "GET";
+    const found = router.find(method as FindMyWay.HTTPMethod, url.pathname);
+    const store = found?.store as RouteStore | undefined;
+    try {
+      if (!found || !store) {
+        const allowed = METHODS.filter((m) => m !== method && router.find(m, url.pathname));
+        if (allowed.length > 0) {
+          throw new ApiError(405, "method_not_allowed_error", `${method} is not allowed on ${url.pathname}`, {
+            allow: allowed.join(", "),
+          });
+        }
+        throw new ApiError(404, "not_found_error", `no such endpoint: ${method} ${url.pathname}`);
+      }
+      let dropAfter = false;
+      if (store.kind === "api") {
+        if (faults.latency_ms > 0) await delay(faults.latency_ms);
+        if (faults.drop_rate > 0 && Math.random() < faults.drop_rate) {
+          // Half the drops happen after the work is done: the hard case for clients (did it happen?).
+          if (Math.random() < 0.5) {
+            req.socket.destroy();
+            return;
+          }
+          dropAfter = true;
+        }
+        if (!dropAfter && faults.error_rate > 0 && Math.random() < faults.error_rate) {
+          throw new ApiError(
+            503,
+            "service_unavailable_error",
+            "the service is temporarily unavailable (injected fault)",
+          );
+        }
+      }
+      if (store.kind !== "control") world.countRequest(store.template);
+      let org: Org | undefined;
+      if (store.kind === "api") {
+        const key = bearer(req);
+        const orgId = key === undefined ? undefined : world.keys.get(key);
+        if (key === undefined || orgId === undefined) {
+          throw new ApiError(
+            401,
+            "authentication_error",
+            key === undefined
+              ? "missing API key: send Authorization: Bearer <API_KEY>"
+              : "the API key was refused",
+          );
+        }
+        if (faults.rate_limit_rps !== null) {
+          const wait = limiter.take(key, faults.rate_limit_rps);
+          if (wait > 0) {
+            throw new ApiError(
+              429,
+              "rate_limit_error",
+              `rate limit of ${faults.rate_limit_rps} requests per second exceeded`,
+              { "retry-after": String(wait) },
+            );
+          }
+        }
+        org = world.org(orgId);
+      }
+      if (!world.baseUrl) world.baseUrl = baseUrlOf(server, options.host);
+      const { body, raw } = store.body
+        ? await readBody(req, store.body)
+        : { body: undefined, raw: Buffer.alloc(0) };
+      const result = await store.handler({
+        req,
+        res,
+        params: found.params,
+        query: url.searchParams,
+        org: org ?? world.org("default"),
+        body,
+        raw,
+      });
+      if (dropAfter) {
+        req.socket.destroy();
+        return;
+      }
+      if (!res.headersSent && result !== undefined) sendJson(res, 200, result);
+    } catch (error) {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      if (error instanceof ApiError && error.type === "request_too_large")
+        res.setHeader("connection", "close");
+      renderError(res, error, requestId);
+    }
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  server.keepAliveTimeout = 10_000;
+  world.baseUrl = baseUrlOf(server, options.host);
+  const port = (server.address() as AddressInfo).port;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: world.baseUrl,
+    port,
+    world,
+    close() {
+      closing ??= (async () => {
+        video.close();
+        await callbacks.close();
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+          for (const socket of sockets) socket.destroy();
+        });
+      })();
+      return closing;
+    },
+  };
+}
+
+function baseUrlOf(server: Server, host: string): string {
+  const address = server.address() as AddressInfo | null;
+  const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+  return `http://${shown}:${address?.port ?? 0}`;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function param(c: Ctx, name: string): string {
+  return c.params[name] ?? "";
+}
+
+function bearer(req: IncomingMessage): string | undefined {
+  const value = header(req, "authorization");
+  const match = value?.match(/^Bearer\s+(\S+)\s*$/i);
+  return match?.[1];
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function parseControl<T>(schema: z.ZodType<T>, body: unknown): T {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw ApiError.badRequest(issuesFromZod(parsed.error));
+  return parsed.data;
+}
+
+async function readBody(
+  req: IncomingMessage,
+  spec: NonNullable<RouteStore["body"]>,
+): Promise<{ body: unknown; raw: Buffer }> {
+  const declared = Number(req.headers["content-length"]);
+  const tooLarge = () =>
+    new ApiError(400, "request_too_large", `request body exceeds the limit of ${formatBytes(spec.limit)}`);
+  if (Number.isFinite(declared) && declared > spec.limit) {
+    req.resume();
+    throw tooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > spec.limit) {
+      req.resume();
+      throw tooLarge();
+    }
+    chunks.push(chunk as Buffer);
+  }
+  const raw = Buffer.concat(chunks);
+  if (spec.raw) return { body: undefined, raw };
+  const type = (header(req, "content-type") ?? "").split(";")[0]?.trim().toLowerCase();
+  if (type !== "application/json") {
+    throw ApiError.badRequest({
+      path: ["Content-Type"],
+      message: `expected application/json, got ${type ? JSON.stringify(type) : "nothing"}`,
+    });
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch (error) {
+    throw ApiError.badRequest({
+      path: [],
+      message: `request body is not valid JSON: ${(error as Error).message}`,
+    });
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw ApiError.badRequest({ path: [], message: "request body must be a JSON object" });
+  }
+  return { body, raw };
+}
+
+function formatBytes(n: number): string {
+  return n >= MiB ? `${n / MiB} MiB` : `${n / KiB} KiB`;
+}
+
+function denied(c: Ctx, message: string): undefined {
+  sendJson(c.res, 403, { type: "error", error: { type: "permission_error", message, http_code: "403" } });
+  return undefined;
+}
+
+function missing(c: Ctx): undefined {
+  sendJson(c.res, 404, {
+    type: "error",
+    error: { type: "not_found_error", message: "no such file", http_code: "404" },
+  });
+  return undefined;
+}
+
+/** Serves a whole file or one byte range of it, so interrupted downloads can resume. */
+function sendMedia(c: Ctx, data: Buffer, contentType: string): undefined {
+  const range = c.req.headers.range?.match(/^bytes=(\d*)-(\d*)$/);
+  if (range && (range[1] || range[2])) {
+    const size = data.length;
+    let start = range[1] ? Number(range[1]) : size - Number(range[2]);
+    let end = range[1] && range[2] ? Number(range[2]) : size - 1;
+    start = Math.max(0, start);
+    end = Math.min(size - 1, end);
+    if (start > end || start >= size) {
+      c.res.writeHead(416, { "content-range": `bytes */${size}` });
+      c.res.end();
+      return undefined;
+    }
+    c.res.writeHead(206, {
+      "content-type": contentType,
+      "content-length": end - start + 1,
+      "content-range": `bytes ${start}-${end}/${size}`,
+      "accept-ranges": "bytes",
+    });
+    c.res.end(c.req.method === "HEAD" ? undefined : data.subarray(start, end + 1));
+    return undefined;
+  }
+  c.res.writeHead(200, {
+    "content-type": contentType,
+    "content-length": data.length,
+    "accept-ranges": "bytes",
+  });
+  c.res.end(data);
+  return undefined;
+}
