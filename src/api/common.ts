@@ -108,12 +108,14 @@ export const preciseErrors: z.core.$ZodErrorMap = (iss) => {
       return `expected one of ${iss.values.map((v) => show(v)).join(", ")}, ${got}`;
     case "too_small": {
       const what = iss.origin === "string" ? "characters" : iss.origin === "array" ? "elements" : "";
-      if (what) return `expected at least ${String(iss.minimum)} ${what}, got ${lengthOf(iss.input)}`;
+      if (what)
+        return `expected at least ${String(iss.minimum)} ${plural(Number(iss.minimum), what)}, got ${lengthOf(iss.input)}`;
       return `expected a number ${iss.inclusive ? ">=" : ">"} ${String(iss.minimum)}, ${got}`;
     }
     case "too_big": {
       const what = iss.origin === "string" ? "characters" : iss.origin === "array" ? "elements" : "";
-      if (what) return `expected at most ${String(iss.maximum)} ${what}, got ${lengthOf(iss.input)}`;
+      if (what)
+        return `expected at most ${String(iss.maximum)} ${plural(Number(iss.maximum), what)}, got ${lengthOf(iss.input)}`;
       return `expected a number ${iss.inclusive ? "<=" : "<"} ${String(iss.maximum)}, ${got}`;
     }
     case "unrecognized_keys":
@@ -122,6 +124,10 @@ export const preciseErrors: z.core.$ZodErrorMap = (iss) => {
       return undefined;
   }
 };
+
+function plural(n: number, noun: string): string {
+  return n === 1 ? noun.replace(/s$/, "") : noun;
+}
 
 function article(noun: string): string {
   return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;

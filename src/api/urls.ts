@@ -264,6 +264,8 @@ export function parseDataUrl(raw: string): { mime: string; data: Buffer } | null
 
 /** Percent-decodes to bytes; `%` not followed by two hex digits stays as is (as browsers do). */
 function percentDecode(text: string): Buffer {
+  // Large Data URLs are base64 and rarely escaped: skip the byte loop when there is nothing to decode.
+  if (!text.includes("%")) return Buffer.from(text, "utf8");
   const input = Buffer.from(text, "utf8");
   const out: number[] = [];
   const hex = (b: number | undefined) =>

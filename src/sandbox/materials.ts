@@ -5,6 +5,7 @@ import { imageSize } from "image-size";
 import { parseBuffer } from "music-metadata";
 import { request } from "undici";
 import type { Issue } from "../api/common.js";
+import { mp4Seconds } from "../api/mp4.js";
 import { checkPublicUrl, classifyHostLiteral, isDataUrl, parseDataUrl } from "../api/urls.js";
 
 export type MaterialKind = "image" | "video" | "audio";
@@ -158,49 +159,4 @@ export async function loadMaterial(
   const fetched = await fetchLimited(url, limit, opts);
   if (!fetched.ok) return { issue: { path, message: `${kind} ${fetched.reason}` } };
   return { material: await describe(kind, fetched.data, fetched.contentType) };
-}
-
-/**
- * Duration from an ISO BMFF movie header. music-metadata reports durations of MP4 files only when
- * they carry audio, and reference videos are often silent.
- */
-export function mp4Seconds(data: Buffer): number | undefined {
-  const moov = findBox(data, 0, data.length, "moov");
-  if (!moov) return undefined;
-  const mvhd = findBox(data, moov.start, moov.end, "mvhd");
-  if (!mvhd || mvhd.end - mvhd.start < 20) return undefined;
-  const version = data[mvhd.start];
-  if (version === 1) {
-    if (mvhd.end - mvhd.start < 32) return undefined;
-    const timescale = data.readUInt32BE(mvhd.start + 20);
-    const duration = Number(data.readBigUInt64BE(mvhd.start + 24));
-    return timescale > 0 ? duration / timescale : undefined;
-  }
-  const timescale = data.readUInt32BE(mvhd.start + 12);
-  const duration = data.readUInt32BE(mvhd.start + 16);
-  return timescale > 0 ? duration / timescale : undefined;
-}
-
-/** The payload range of the first box of `type` among the boxes in [from, to). */
-function findBox(
-  data: Buffer,
-  from: number,
-  to: number,
-  type: string,
-): { start: number; end: number } | undefined {
-  let at = from;
-  while (at + 8 <= to) {
-    let size = data.readUInt32BE(at);
-    let header = 8;
-    if (size === 1 && at + 16 <= to) {
-      size = Number(data.readBigUInt64BE(at + 8));
-      header = 16;
-    } else if (size === 0) {
-      size = to - at;
-    }
-    if (size < header || at + size > to) return undefined;
-    if (data.toString("latin1", at + 4, at + 8) === type) return { start: at + header, end: at + size };
-    at += size;
-  }
-  return undefined;
 }

@@ -36,7 +36,7 @@ export interface Sandbox {
 }
 
 const MiB = 1024 * 1024;
-const METHODS = ["GET", "POST", "PUT", "DELETE"] as const;
+const METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE"] as const;
 const KiB = 1024;
 
 interface Faults {
@@ -95,8 +95,10 @@ class RateLimiter {
 
   take(key: string, rps: number): number {
     const now = Date.now();
-    const bucket = this.buckets.get(key) ?? { tokens: rps, at: now };
-    bucket.tokens = Math.min(rps, bucket.tokens + ((now - bucket.at) / 1000) * rps);
+    // A burst of at least one request, so rates below 1/s still let a request through now and then.
+    const capacity = Math.max(1, rps);
+    const bucket = this.buckets.get(key) ?? { tokens: capacity, at: now };
+    bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.at) / 1000) * rps);
     bucket.at = now;
     this.buckets.set(key, bucket);
     if (bucket.tokens >= 1) {
@@ -128,6 +130,11 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
   const callbacks = new CallbackSender(world);
   const video = new VideoService(world, callbacks);
   const speech = new SpeechService(world);
+  /** Both services draw on one ledger: settle every task whose end has passed before reading or reserving. */
+  const syncOrg = (org: Org) => {
+    video.syncAll(org);
+    speech.syncAll(org);
+  };
   const faults: Faults = { error_rate: 0, drop_rate: 0, latency_ms: 0, rate_limit_rps: options.rateLimit };
   const limiter = new RateLimiter();
 
@@ -142,6 +149,10 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     const template = `${method} ${path.replace(/:(\w+)/g, "{$1}")}`;
     const store: RouteStore = { template, kind, handler, ...(body ? { body } : {}) };
     router.on(method, path, () => undefined, store);
+    // Result and upload URLs answer HEAD too, so a client can learn a size without the body.
+    if (method === "GET" && kind === "media") {
+      router.on("HEAD", path, () => undefined, { ...store, template: `HEAD ${template.slice(4)}` });
+    }
   };
   const json = (limit: number) => ({ limit });
 
@@ -150,7 +161,11 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     "POST",
     "/vid/v2/video_generation",
     "api",
-    (c) => video.create(c.org, header(c.req, "idempotency-key"), c.body),
+    (c) => {
+      // Tasks that ended unobserved give their reservations back before a new one is taken.
+      syncOrg(c.org);
+      return video.create(c.org, header(c.req, "idempotency-key"), c.body);
+    },
     json(72 * MiB),
   );
   route("GET", "/vid/v2/query/video_generation/:task_id", "api", (c) =>
@@ -161,14 +176,13 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     video.cancel(c.org, param(c, "task_id")),
   );
   route("GET", "/vid/v2/query/point_packages", "api", (c) => {
-    video.syncAll(c.org);
-    speech.syncAll(c.org);
+    syncOrg(c.org);
     const items = c.org.ledger.list();
     return { items, total: items.length };
   });
   route("GET", "/vid/v2/query/point_usage_summary", "api", (c) => {
-    speech.syncAll(c.org);
-    return video.summary(c.org);
+    syncOrg(c.org);
+    return c.org.ledger.summary();
   });
   route("GET", "/vid/v2/skills", "api", (c) => video.listSkills(c.org, c.query));
   route("POST", "/vid/v2/skills", "api", (c) => video.createSkill(c.org, c.body), json(64 * KiB));
@@ -186,7 +200,10 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     "POST",
     "/audio/v1/speech/jobs",
     "api",
-    (c) => speech.create(c.org, header(c.req, "idempotency-key"), c.body),
+    (c) => {
+      syncOrg(c.org);
+      return speech.create(c.org, header(c.req, "idempotency-key"), c.body);
+    },
     json(MiB),
   );
   route("GET", "/audio/v1/speech/jobs/:task_id", "api", (c) => speech.get(c.org, param(c, "task_id")));
@@ -339,6 +356,8 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
         }
         throw new ApiError(404, "not_found_error", `no such endpoint: ${method} ${url.pathname}`);
       }
+      // Counted before any fault: a client's retries of injected failures show in the stats.
+      if (store.kind !== "control") world.countRequest(store.template);
       let dropAfter = false;
       if (store.kind === "api") {
         if (faults.latency_ms > 0) await delay(faults.latency_ms);
@@ -358,7 +377,6 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
           );
         }
       }
-      if (store.kind !== "control") world.countRequest(store.template);
       let org: Org | undefined;
       if (store.kind === "api") {
         const key = bearer(req);

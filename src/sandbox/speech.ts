@@ -84,6 +84,9 @@ export class SpeechService {
       );
     }
     const cost = speechPoints(input.text, this.pricing.text_to_speech);
+    // Tasks advance lazily: settle the ones that ended unobserved, or their reservations would
+    // still hold points that a failure already released.
+    this.syncAll(org);
     const allocation = org.ledger.reserve(cost);
     if (!allocation) {
       const { available_points } = this.summary(org);

@@ -6,11 +6,13 @@ import { parseIdempotencyKey } from "../api/speech.js";
 import {
   basePoints,
   inputImageCount,
+  materialKind,
   outputSize,
   parseSkillListQuery,
   parseVideoListQuery,
   requestUrlIssues,
   resolutionTier,
+  type Size,
   SkillWriteRequest,
   UPSCALE_TIERS,
   type VideoCreateRequest as VideoCreate,
@@ -38,7 +40,9 @@ export function markerOutcome(text: string): { outcome: Outcome; slow: boolean }
 /** Simulated stage lengths in milliseconds: about a minute for a short native video, more with upscaling. */
 function stagePlan(req: VideoCreate, slow: boolean): Array<{ name: Stage["name"]; ms: number }> {
   const duration = req.duration ?? 5;
-  const factor = (slow ? 10 : 1) * (req.model === "vid-h3-lite" ? 0.6 : 1);
+  const slowFactor = slow ? 10 : 1;
+  // The lite model works faster; it does not wait less in the queue. `[sandbox:slow]` stretches every stage.
+  const factor = slowFactor * (req.model === "vid-h3-lite" ? 0.6 : 1);
   const plan: Array<{ name: Stage["name"]; ms: number }> = [{ name: "queue", ms: 5000 }];
   if (req.use_context_ir === true) plan.push({ name: "prompt_optimization", ms: 8000 });
   plan.push({ name: "generation", ms: 30_000 + 5000 * duration });
@@ -46,7 +50,7 @@ function stagePlan(req: VideoCreate, slow: boolean): Array<{ name: Stage["name"]
   if (UPSCALE_TIERS.includes(resolutionTier(req.resolution))) {
     plan.push({ name: "upscale", ms: 10_000 + 2000 * duration });
   }
-  return plan.map((s) => ({ name: s.name, ms: s.ms * (s.name === "queue" && !slow ? 1 : factor) }));
+  return plan.map((s) => ({ name: s.name, ms: s.ms * (s.name === "queue" ? slowFactor : factor) }));
 }
 
 export class VideoService {
@@ -62,20 +66,31 @@ export class VideoService {
   async create(org: Org, idempotencyHeader: string | undefined, body: unknown): Promise<{ task_id: string }> {
     const key = parseIdempotencyKey(idempotencyHeader, false);
     if (!key.ok) throw ApiError.badRequest(key.issue);
-    if (key.key !== undefined) {
-      const existing = org.idempotency.video.get(key.key);
-      if (existing) {
-        const taskId = await existing;
-        this.world.stats.idempotent_replays += 1;
-        return { task_id: taskId };
+    const slot = key.key;
+    const held = org.idempotency.video;
+    if (slot !== undefined) {
+      // A replay waits for the create holding the key. When that one is refused, the key is free
+      // again, so this request is handled with its own body, or waits for whichever concurrent
+      // request took the key in the meantime.
+      let existing = held.get(slot);
+      while (existing) {
+        try {
+          const taskId = await existing;
+          this.world.stats.idempotent_replays += 1;
+          return { task_id: taskId };
+        } catch {
+          const current = held.get(slot);
+          existing = current === existing ? undefined : current;
+        }
       }
     }
     const work = this.createNew(org, body);
-    if (key.key !== undefined) {
-      const slot = key.key;
-      org.idempotency.video.set(slot, work);
-      // A refused create leaves the key free for a corrected request.
-      work.catch(() => org.idempotency.video.delete(slot));
+    if (slot !== undefined) {
+      held.set(slot, work);
+      // A refused create leaves the key free for a corrected request (unless another holds it already).
+      work.catch(() => {
+        if (held.get(slot) === work) held.delete(slot);
+      });
     }
     return { task_id: await work };
   }
@@ -98,18 +113,14 @@ export class VideoService {
     }
 
     const materials = await this.loadMaterials(req);
-    const images = materials.filter((m) => m.kind === "image");
-    const firstImage = images.find((m) => m.width && m.height);
     const tier = resolutionTier(req.resolution);
     const duration = req.duration ?? 5;
     const ratio = req.ratio ?? "16:9";
-    const size = outputSize(
-      tier,
-      ratio,
-      firstImage ? { width: firstImage.width ?? 0, height: firstImage.height ?? 0 } : undefined,
-    );
+    const size = outputSize(tier, ratio, adaptiveImage(req.content, materials));
 
     const cost = videoPoints(req.resolution, duration);
+    // Tasks advance lazily: settle the ones that ended unobserved, or their reservations still count.
+    this.syncAll(org);
     const allocation = org.ledger.reserve(cost);
     if (!allocation) {
       const { available_points } = this.summary(org);
@@ -129,7 +140,7 @@ export class VideoService {
       at += this.world.scaled(s.ms);
       return { name: s.name, endMs: at };
     });
-    const videoSeconds = materials
+    const videoSeconds = [...materials.values()]
       .filter((m) => m.kind === "video")
       .reduce((sum, m) => sum + (m.seconds ?? 0), 0);
     const task: VideoRecord = {
@@ -172,8 +183,9 @@ export class VideoService {
     return task.id;
   }
 
-  private async loadMaterials(req: VideoCreate): Promise<Material[]> {
-    const jobs: Array<Promise<{ material: Material } | { issue: Issue }>> = [];
+  /** Fetches every material of the request; the result is keyed by the element's index in `content`. */
+  private async loadMaterials(req: VideoCreate): Promise<Map<number, Material>> {
+    const jobs: Array<Promise<{ index: number; material: Material } | { issue: Issue }>> = [];
     req.content.forEach((item, index) => {
       const kind: MaterialKind | undefined =
         item.type === "image_url"
@@ -193,13 +205,13 @@ export class VideoService {
       jobs.push(
         loadMaterial(kind, url, ["content", index, item.type, "url"], {
           allowPrivate: this.world.settings.allowPrivateUrls,
-        }),
+        }).then((r) => ("material" in r ? { index, material: r.material } : r)),
       );
     });
     const results = await Promise.all(jobs);
     const issues = results.flatMap((r) => ("issue" in r ? [r.issue] : []));
     if (issues.length > 0) throw ApiError.badRequest(issues);
-    return results.flatMap((r) => ("material" in r ? [r.material] : []));
+    return new Map(results.flatMap((r) => ("material" in r ? [[r.index, r.material] as const] : [])));
   }
 
   /** Moves a task through every stage boundary (and a pending cancel) up to now. */
@@ -224,7 +236,14 @@ export class VideoService {
         this.finish(task, "failed", stage.endMs);
         return;
       }
-      if (stage.name === "upscale" && task.outcome === "upscale-fail") task.resolution = "768P";
+      if (stage.name === "upscale" && task.outcome === "upscale-fail") {
+        // The native 768P video is delivered: its size is the 768P size of the same ratio (an
+        // upscaled size is computed from the ratio, so the nearest native size is that ratio's).
+        task.resolution = "768P";
+        const native = outputSize("768P", "adaptive", { width: task.width, height: task.height });
+        task.width = native.width;
+        task.height = native.height;
+      }
       if (stage.name === "queue") this.change(task, "running", stage.endMs);
       if (task.stageIndex >= task.stages.length) this.finish(task, "succeeded", stage.endMs);
     }
@@ -453,6 +472,25 @@ export class VideoService {
     if (!parsed.success) throw ApiError.badRequest(issuesFromZod(parsed.error));
     return parsed.data;
   }
+}
+
+const ADAPTIVE_ORDER: readonly string[] = ["first_frame", "last_frame", "reference_image"];
+
+/**
+ * The image `ratio: adaptive` follows (spec: "the first frame, last frame or first reference image"),
+ * by role and not by position in `content`: the first frame, else the last frame, else the first
+ * reference image; an image whose size cannot be read is skipped. Undefined: no usable image.
+ */
+function adaptiveImage(content: VideoCreate["content"], materials: Map<number, Material>): Size | undefined {
+  const candidates = content
+    .map((element, index) => ({ rank: ADAPTIVE_ORDER.indexOf(materialKind(element)), index }))
+    .filter((c) => c.rank >= 0)
+    .sort((a, b) => a.rank - b.rank || a.index - b.index);
+  for (const { index } of candidates) {
+    const m = materials.get(index);
+    if (m?.width && m.height) return { width: m.width, height: m.height };
+  }
+  return undefined;
 }
 
 export function skillJson(skill: SkillRecord): Record<string, unknown> {

@@ -264,7 +264,7 @@ describe("VideoCreateRequest fields", () => {
 
   it("requires content with at least one element", () => {
     expectOne(createIssues({ model: "Vid-H3" }), ["content"], "is required");
-    expectOne(createIssues(body({ content: [] })), ["content"], "expected at least 1 elements, got 0");
+    expectOne(createIssues(body({ content: [] })), ["content"], "expected at least 1 element, got 0");
     expectOne(createIssues(body({ content: "a fox" })), ["content"], 'got "a fox"');
   });
 
