@@ -9,6 +9,7 @@ import { issuesFromZod } from "../api/common.js";
 import { CallbackSender } from "./callbacks.js";
 import { ApiError, renderError, sendJson } from "./http.js";
 import { makeMp4, makeWav } from "./media.js";
+import { loadWorld, saveWorld } from "./persist.js";
 import { PRESET_VOICES, SpeechService } from "./speech.js";
 import { OFFICIAL_SKILLS, VideoService } from "./video.js";
 import { type Org, World } from "./world.js";
@@ -24,6 +25,13 @@ export const SandboxOptions = z.object({
   timeScale: z.number().positive().default(1),
   rateLimit: z.number().positive().nullable().default(null),
   allowPrivateUrls: z.boolean().default(false),
+  /** Keep the state in this file (loaded at start, saved after every change). */
+  stateFile: z.string().optional(),
+  /**
+   * Secret for signing result and upload URLs. Given with a state file so URLs handed out before a
+   * restart stay valid; random otherwise.
+   */
+  secret: z.string().optional(),
 });
 export type SandboxOptions = z.input<typeof SandboxOptions>;
 
@@ -61,6 +69,11 @@ const PackageBody = z.object({
   name: z.string().optional(),
   order_no: z.string().optional(),
   total_price: z.number().int().min(0).optional(),
+});
+
+const MediaBody = z.object({
+  /** Bytes appended to every video result as a trailing `free` box: large files for streaming tests. */
+  video_pad_bytes: z.number().int().min(0).max(8 * 1024 * 1024 * 1024).optional(),
 });
 
 const PricingBody = z.object({
@@ -111,11 +124,17 @@ class RateLimiter {
 
 export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox> {
   const options = SandboxOptions.parse(input);
-  const world = new World({
-    timeScale: options.timeScale,
-    allowPrivateUrls: options.allowPrivateUrls,
-    points: options.points,
-  });
+  const world = new World(
+    { timeScale: options.timeScale, allowPrivateUrls: options.allowPrivateUrls, points: options.points },
+    options.secret,
+  );
+  const callbacks = new CallbackSender(world);
+  const video = new VideoService(world, callbacks);
+  const speech = new SpeechService(world);
+  if (options.stateFile) loadWorld(options.stateFile, world, speech.pricing);
+  const save = () => {
+    if (options.stateFile) saveWorld(options.stateFile, world, speech.pricing);
+  };
   for (const entry of options.keys) {
     const [key, org = "default"] = entry.split("=") as [string, string?];
     world.keys.set(key, org);
@@ -127,9 +146,6 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
   }
   for (const voice of PRESET_VOICES) world.presetVoices.set(voice.voice_id, { ...voice, created_at: bootS });
 
-  const callbacks = new CallbackSender(world);
-  const video = new VideoService(world, callbacks);
-  const speech = new SpeechService(world);
   /** Both services draw on one ledger: settle every task whose end has passed before reading or reserving. */
   const syncOrg = (org: Org) => {
     video.syncAll(org);
@@ -137,6 +153,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
   };
   const faults: Faults = { error_rate: 0, drop_rate: 0, latency_ms: 0, rate_limit_rps: options.rateLimit };
   const limiter = new RateLimiter();
+  const media = { video_pad_bytes: 0 };
 
   const router = FindMyWay<FindMyWay.HTTPVersion.V1>({ ignoreTrailingSlash: true });
   const route = (
@@ -237,7 +254,9 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       return denied(c, "signature invalid or expired");
     const task = video.media(file.replace(/\.mp4$/, ""));
     if (task?.status !== "succeeded") return missing(c);
-    return sendMedia(c, makeMp4(task.duration, task.width, task.height), "video/mp4");
+    const mp4 = makeMp4(task.duration, task.width, task.height);
+    if (media.video_pad_bytes >= 8) return sendPadded(c, mp4, media.video_pad_bytes);
+    return sendMedia(c, mp4, "video/mp4");
   });
   route("GET", "/_media/speech/:file", "media", (c) => {
     const file = param(c, "file");
@@ -311,6 +330,17 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       const body = parseControl(FaultsBody, c.body);
       Object.assign(faults, Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)));
       return { ...faults };
+    },
+    json(MiB),
+  );
+  route(
+    "POST",
+    "/_sandbox/media",
+    "control",
+    (c) => {
+      const body = parseControl(MediaBody, c.body);
+      if (body.video_pad_bytes !== undefined) media.video_pad_bytes = body.video_pad_bytes;
+      return { ...media };
     },
     json(MiB),
   );
@@ -416,6 +446,9 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
         body,
         raw,
       });
+      // What a client is about to be told exists must survive a crash of this process.
+      if (method !== "GET" && method !== "HEAD" && store.kind !== "control") save();
+      else if (store.kind === "control" && method === "POST") save();
       if (dropAfter) {
         req.socket.destroy();
         return;
@@ -450,6 +483,8 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     world,
     close() {
       closing ??= (async () => {
+        // No save here: every change was saved when it happened, and a sandbox that changed nothing
+        // must not overwrite a file another process may be using.
         video.close();
         await callbacks.close();
         await new Promise<void>((resolve) => {
@@ -585,5 +620,48 @@ function sendMedia(c: Ctx, data: Buffer, contentType: string): undefined {
     "accept-ranges": "bytes",
   });
   c.res.end(data);
+  return undefined;
+}
+
+/**
+ * A video followed by a `free` box of `pad` bytes (a valid MP4 still), streamed from one reused
+ * zero-filled chunk with backpressure: gigabytes cost the sandbox no memory.
+ */
+function sendPadded(c: Ctx, mp4: Buffer, pad: number): undefined {
+  const size = mp4.length + pad;
+  c.res.writeHead(200, { "content-type": "video/mp4", "content-length": size });
+  if (c.req.method === "HEAD") {
+    c.res.end();
+    return undefined;
+  }
+  const header = Buffer.alloc(8);
+  const big = pad > 0xffffffff;
+  header.writeUInt32BE(big ? 1 : pad, 0);
+  header.write("free", 4, "latin1");
+  c.res.write(mp4);
+  c.res.write(header);
+  let left = pad - 8;
+  if (big) {
+    const large = Buffer.alloc(8);
+    large.writeBigUInt64BE(BigInt(pad), 0);
+    c.res.write(large);
+    left -= 8;
+  }
+  const zeros = Buffer.alloc(Math.min(1024 * 1024, Math.max(0, left)));
+  const pump = () => {
+    while (left > 0) {
+      const chunk = left >= zeros.length ? zeros : zeros.subarray(0, left);
+      left -= chunk.length;
+      if (!c.res.write(chunk)) {
+        c.res.once("drain", pump);
+        return;
+      }
+    }
+    c.res.end();
+  };
+  c.res.on("close", () => {
+    left = 0;
+  });
+  pump();
   return undefined;
 }

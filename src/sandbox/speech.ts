@@ -45,17 +45,14 @@ export class SpeechService {
   async create(org: Org, idempotencyHeader: string | undefined, body: unknown): Promise<{ task_id: string }> {
     const key = parseIdempotencyKey(idempotencyHeader, true);
     if (!key.ok) throw ApiError.badRequest(key.issue);
-    const slot = key.key as string;
-    const existing = org.idempotency.speech.get(slot);
-    if (existing) {
-      const taskId = await existing;
-      this.world.stats.idempotent_replays += 1;
-      return { task_id: taskId };
-    }
-    const work = Promise.resolve().then(() => this.createNew(org, body));
-    org.idempotency.speech.set(slot, work);
-    work.catch(() => org.idempotency.speech.delete(slot));
-    return { task_id: await work };
+    const taskId = await org.idempotency.speech.run(
+      key.key,
+      async () => this.createNew(org, body),
+      () => {
+        this.world.stats.idempotent_replays += 1;
+      },
+    );
+    return { task_id: taskId };
   }
 
   private createNew(org: Org, body: unknown): string {
@@ -334,24 +331,20 @@ export class SpeechService {
   async createVoice(org: Org, idempotencyHeader: string | undefined, body: unknown) {
     const key = parseIdempotencyKey(idempotencyHeader, true);
     if (!key.ok) throw ApiError.badRequest(key.issue);
-    const slot = key.key as string;
-    const existing = org.idempotency.voice.get(slot);
-    if (existing) {
-      const voiceId = await existing;
-      this.world.stats.idempotent_replays += 1;
-      const voice = org.voices.get(voiceId);
-      if (voice) return { voice: this.voiceJson(voice) };
-      throw notFound("voice", voiceId);
-    }
-    const work = Promise.resolve().then(() => {
-      const parsed = CustomVoiceCreateRequest.safeParse(body);
-      if (!parsed.success) throw ApiError.badRequest(issuesFromZod(parsed.error));
-      const asset = this.usableAsset(org, parsed.data.asset_id);
-      return this.addCustomVoice(org, asset, parsed.data.name.trim(), this.world.nowMs()).voice_id;
-    });
-    org.idempotency.voice.set(slot, work);
-    work.catch(() => org.idempotency.voice.delete(slot));
-    const voice = org.voices.get(await work) as VoiceRecord;
+    const voiceId = await org.idempotency.voice.run(
+      key.key,
+      async () => {
+        const parsed = CustomVoiceCreateRequest.safeParse(body);
+        if (!parsed.success) throw ApiError.badRequest(issuesFromZod(parsed.error));
+        const asset = this.usableAsset(org, parsed.data.asset_id);
+        return this.addCustomVoice(org, asset, parsed.data.name.trim(), this.world.nowMs()).voice_id;
+      },
+      () => {
+        this.world.stats.idempotent_replays += 1;
+      },
+    );
+    const voice = org.voices.get(voiceId);
+    if (!voice) throw notFound("voice", voiceId);
     return { voice: this.voiceJson(voice) };
   }
 

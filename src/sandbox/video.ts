@@ -66,33 +66,14 @@ export class VideoService {
   async create(org: Org, idempotencyHeader: string | undefined, body: unknown): Promise<{ task_id: string }> {
     const key = parseIdempotencyKey(idempotencyHeader, false);
     if (!key.ok) throw ApiError.badRequest(key.issue);
-    const slot = key.key;
-    const held = org.idempotency.video;
-    if (slot !== undefined) {
-      // A replay waits for the create holding the key. When that one is refused, the key is free
-      // again, so this request is handled with its own body, or waits for whichever concurrent
-      // request took the key in the meantime.
-      let existing = held.get(slot);
-      while (existing) {
-        try {
-          const taskId = await existing;
-          this.world.stats.idempotent_replays += 1;
-          return { task_id: taskId };
-        } catch {
-          const current = held.get(slot);
-          existing = current === existing ? undefined : current;
-        }
-      }
-    }
-    const work = this.createNew(org, body);
-    if (slot !== undefined) {
-      held.set(slot, work);
-      // A refused create leaves the key free for a corrected request (unless another holds it already).
-      work.catch(() => {
-        if (held.get(slot) === work) held.delete(slot);
-      });
-    }
-    return { task_id: await work };
+    const taskId = await org.idempotency.video.run(
+      key.key,
+      () => this.createNew(org, body),
+      () => {
+        this.world.stats.idempotent_replays += 1;
+      },
+    );
+    return { task_id: taskId };
   }
 
   private async createNew(org: Org, body: unknown): Promise<string> {

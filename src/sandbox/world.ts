@@ -124,6 +124,47 @@ export interface AssetRecord {
   data: Buffer;
 }
 
+/**
+ * Keys of one creation endpoint of one organization. A request with a key that a create holds
+ * waits for it and gets its resource; when that create is refused the key is free again, so the
+ * waiting request is handled with its own body (or waits for whoever took the key meanwhile).
+ */
+export class IdempotencyKeys {
+  private readonly pending = new Map<string, Promise<string>>();
+  /** Keys whose create succeeded, with the resource id: what a state file keeps. */
+  readonly done = new Map<string, string>();
+
+  /** Runs `create` unless the key is known; `replayed` learns when an earlier resource was returned. */
+  async run(key: string | undefined, create: () => Promise<string>, replayed: () => void): Promise<string> {
+    if (key === undefined) return create();
+    for (;;) {
+      const known = this.done.get(key);
+      if (known !== undefined) {
+        replayed();
+        return known;
+      }
+      const held = this.pending.get(key);
+      if (!held) break;
+      try {
+        const id = await held;
+        replayed();
+        return id;
+      } catch {
+        // The holder was refused; look again (someone else may hold the key by now).
+      }
+    }
+    const work = create();
+    this.pending.set(key, work);
+    try {
+      const id = await work;
+      this.done.set(key, id);
+      return id;
+    } finally {
+      if (this.pending.get(key) === work) this.pending.delete(key);
+    }
+  }
+}
+
 export class Org {
   readonly ledger: PointsLedger;
   readonly videos = new Map<string, VideoRecord>();
@@ -135,11 +176,11 @@ export class Org {
   readonly voices = new Map<string, VoiceRecord>();
   readonly assets = new Map<string, AssetRecord>();
   readonly uploads = new Map<string, UploadRecord>();
-  /** Idempotency keys per creation endpoint; a pending create holds its promise. */
+  /** Idempotency keys per creation endpoint. */
   readonly idempotency = {
-    video: new Map<string, Promise<string>>(),
-    speech: new Map<string, Promise<string>>(),
-    voice: new Map<string, Promise<string>>(),
+    video: new IdempotencyKeys(),
+    speech: new IdempotencyKeys(),
+    voice: new IdempotencyKeys(),
   };
 
   constructor(
@@ -171,9 +212,14 @@ export class World {
   /** Public base URL of the server, known once it listens; result and upload URLs point here. */
   baseUrl = "";
   private seq = 0;
-  private readonly secret = randomBytes(32);
+  private readonly secret: Buffer;
 
-  constructor(readonly settings: SandboxSettings) {}
+  constructor(
+    readonly settings: SandboxSettings,
+    secret?: string,
+  ) {
+    this.secret = secret ? Buffer.from(secret) : randomBytes(32);
+  }
 
   nowMs(): number {
     return Date.now();

@@ -1,7 +1,7 @@
 // `clapper sandbox`: the emulator of both services as a long-running process.
 import type { Argv } from "yargs";
-import { startSandbox } from "../../sandbox/index.js";
-import { ExitError } from "../errors.js";
+import { startSandbox } from "../../../sandbox/index.js";
+import { ExitError } from "../../errors.js";
 
 export interface SandboxArgs {
   host: string;

@@ -1,0 +1,456 @@
+// The one HTTP layer every call to both services goes through: a keep-alive pool, a timeout per
+// attempt, retries as data, Idempotency-Keys on creates, errors chosen by status and body,
+// responses checked against the zod schemas, and a debug line per attempt without the key.
+import { randomUUID } from "node:crypto";
+import type { Readable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Agent, type Dispatcher, request } from "undici";
+import type { z } from "zod";
+import { formatIssue, issuesFromZod } from "./common.js";
+import {
+  AbortedError,
+  ClapperApiError,
+  ConnectionError,
+  errorFromResponse,
+  RateLimitError,
+  ServiceError,
+  TimeoutError,
+  ValidationError,
+} from "./errors.js";
+import {
+  DEFAULT_POLICIES,
+  isRefusedBeforeWork,
+  isRetryableStatus,
+  type PolicyName,
+  parseRetryAfter,
+  type RetryPolicy,
+  retryDelay,
+} from "./retry.js";
+
+/** The part of a pino logger the layer uses; a child logger of the CLI's is passed in. */
+export interface Logger {
+  debug(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+const silent: Logger = { debug() {}, warn() {} };
+
+export interface HttpClientOptions {
+  baseUrl: string;
+  apiKey: string;
+  /** Per attempt, from sending to the last byte of the answer. */
+  timeoutMs?: number;
+  policies?: Partial<Record<PolicyName, Partial<RetryPolicy>>>;
+  logger?: Logger;
+  /** Defaults to a keep-alive pool owned (and closed) by this client. */
+  dispatcher?: Dispatcher;
+  userAgent?: string;
+  /** Runs each API attempt under the caller's limits (requests per second per service). */
+  gate?: RequestGate;
+}
+
+/**
+ * What the HTTP layer needs from a rate limiter: a place to run each attempt, and to be told of a
+ * 429. The engine's per-service limiter implements it; the layer works without one.
+ */
+export interface RequestGate {
+  run<T>(path: string, attempt: () => Promise<T>): Promise<T>;
+  rateLimited(path: string, retryAfterMs: number | undefined): void;
+}
+
+export interface Download {
+  /** The response body, to be consumed (or destroyed) by the caller. */
+  body: Readable;
+  contentLength?: number;
+  contentType?: string;
+}
+
+export type Query = Record<string, string | number | boolean | ReadonlyArray<string> | undefined>;
+
+export interface RequestOptions<T> {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  path: string;
+  query?: Query;
+  body?: unknown;
+  schema: z.ZodType<T>;
+  /** `create` sends an Idempotency-Key (this one, or a new one) and repeats it on every attempt. */
+  policy: PolicyName;
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+  /** Names the call in messages: "create video task". */
+  what: string;
+}
+
+/** Connection failures where the request certainly never reached the service. */
+const NOT_SENT = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "EHOSTUNREACH",
+]);
+
+/** Failures of the request itself (an invalid header or URL): no attempt can succeed. */
+const NOT_SENDABLE = new Set([
+  "UND_ERR_INVALID_ARG",
+  "ERR_INVALID_URL",
+  "ERR_INVALID_ARG_TYPE",
+  "ERR_INVALID_ARG_VALUE",
+]);
+
+export class HttpClient {
+  readonly baseUrl: string;
+  private readonly apiKey: string;
+  private readonly timeoutMs: number;
+  private readonly policies: Record<PolicyName, RetryPolicy>;
+  private readonly logger: Logger;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+  private readonly userAgent: string;
+  private readonly gate: RequestGate | undefined;
+
+  constructor(options: HttpClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.apiKey = options.apiKey;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.policies = {
+      read: { ...DEFAULT_POLICIES.read, ...options.policies?.read },
+      create: { ...DEFAULT_POLICIES.create, ...options.policies?.create },
+      write: { ...DEFAULT_POLICIES.write, ...options.policies?.write },
+    };
+    this.logger = options.logger ?? silent;
+    this.ownsDispatcher = options.dispatcher === undefined;
+    this.dispatcher =
+      options.dispatcher ??
+      new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 120_000, connections: 64 });
+    this.userAgent = options.userAgent ?? "clapper";
+    this.gate = options.gate;
+  }
+
+  async request<T>(opts: RequestOptions<T>): Promise<T> {
+    const key = opts.policy === "create" ? (opts.idempotencyKey ?? randomUUID()) : opts.idempotencyKey;
+    if (key !== undefined) checkIdempotencyKey(key, opts.what);
+    const url = this.baseUrl + opts.path + queryString(opts.query);
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.apiKey}`,
+      accept: "application/json",
+      "user-agent": this.userAgent,
+    };
+    if (opts.body !== undefined) headers["content-type"] = "application/json";
+    // Every attempt of a create carries the same key: the service answers a repeat with the first task.
+    if (key !== undefined) headers["idempotency-key"] = key;
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const where = { method: opts.method, path: opts.path };
+    return this.withRetries(this.policies[opts.policy], opts, where, async (attempt, signal, started) => {
+      const res = await request(url, {
+        method: opts.method,
+        headers,
+        dispatcher: this.dispatcher,
+        signal,
+        ...(payload !== undefined ? { body: payload } : {}),
+      });
+      const text = await res.body.text();
+      const headerId = firstHeader(res.headers["x-request-id"]);
+      const body = parseBody(text);
+      const requestId = requestIdOf(body) ?? headerId;
+      this.logger.debug(
+        {
+          method: opts.method,
+          path: opts.path,
+          status: res.statusCode,
+          durationMs: Math.round(performance.now() - started),
+          attempt,
+          requestId,
+        },
+        "http attempt",
+      );
+      const error = errorFromResponse(
+        res.statusCode,
+        body,
+        headerId,
+        parseRetryAfter(res.headers),
+        opts.what,
+      );
+      if (error) throw error;
+      return this.validate(opts, body, requestId);
+    });
+  }
+
+  /**
+   * PUTs a file to a pre-signed URL (the signature authenticates it: no API key is sent). A PUT
+   * replaces the object, so it is retried like a read; `open` is called again for each attempt.
+   */
+  async upload(
+    url: string,
+    open: () => NodeJS.ReadableStream,
+    size: number,
+    contentType: string,
+    opts: { signal?: AbortSignal; what: string },
+  ): Promise<void> {
+    // The query holds the signature: only the path is ever logged.
+    const path = new URL(url).pathname;
+    await this.withRetries(
+      this.policies.read,
+      opts,
+      { method: "PUT", path },
+      async (attempt, signal, started) => {
+        const res = await request(url, {
+          method: "PUT",
+          headers: {
+            "content-type": contentType,
+            "content-length": String(size),
+            "user-agent": this.userAgent,
+          },
+          body: open() as unknown as Readable,
+          dispatcher: this.dispatcher,
+          signal,
+        });
+        const text = await res.body.text();
+        const durationMs = Math.round(performance.now() - started);
+        const headerId = firstHeader(res.headers["x-request-id"]);
+        const body = parseBody(text);
+        const requestId = requestIdOf(body) ?? headerId;
+        this.logger.debug(
+          { method: "PUT", path, status: res.statusCode, durationMs, attempt, requestId },
+          "http attempt",
+        );
+        if (res.statusCode >= 200 && res.statusCode < 300) return;
+        throw (
+          errorFromResponse(res.statusCode, body, headerId, parseRetryAfter(res.headers), opts.what) ??
+          new ServiceError(`${opts.what}: HTTP ${res.statusCode}`, res.statusCode, requestId, undefined)
+        );
+      },
+      // The signed storage URL is not the API: no API rate limit applies.
+      { gated: false },
+    );
+  }
+
+  /**
+   * The one retry loop. `attempt` throws a ClapperApiError for an answer that is a failure (after
+   * logging it), or whatever undici throws when no answer came (logged here); both are classified
+   * and retried per the policy. Every attempt gives exactly one debug line.
+   */
+  private async withRetries<T>(
+    policy: RetryPolicy,
+    opts: { signal?: AbortSignal; what: string },
+    where: { method: string; path: string },
+    attempt: (n: number, signal: AbortSignal, started: number) => Promise<T>,
+    mode: { gated: boolean; streaming?: boolean } = { gated: true },
+  ): Promise<T> {
+    for (let n = 1; ; n++) {
+      if (opts.signal?.aborted) throw new AbortedError(`${opts.what}: aborted`);
+      let started = performance.now();
+      let failure: ClapperApiError;
+      let sureNotDone: boolean;
+      // The clock of an attempt starts when the gate lets it go, not while it waits its turn.
+      const go = () => {
+        started = performance.now();
+        // A streamed body may take long: its attempt is bounded by undici's idle timeouts instead.
+        const timeout = mode.streaming ? undefined : AbortSignal.timeout(this.timeoutMs);
+        const signals = [opts.signal, timeout].filter((x): x is AbortSignal => x !== undefined);
+        return attempt(n, AbortSignal.any(signals), started);
+      };
+      try {
+        return await (this.gate && mode.gated ? this.gate.run(where.path, go) : go());
+      } catch (error) {
+        if (!(error instanceof ClapperApiError)) {
+          const code = errorCode(error);
+          this.logger.debug(
+            {
+              ...where,
+              durationMs: Math.round(performance.now() - started),
+              attempt: n,
+              error: opts.signal?.aborted ? "aborted" : (code ?? (error as Error).name),
+            },
+            "http attempt",
+          );
+        }
+        if (opts.signal?.aborted) throw new AbortedError(`${opts.what}: aborted`);
+        if (error instanceof ClapperApiError) {
+          // 408 arrives as a TimeoutError: worth retrying like a lost answer.
+          const retryable =
+            error.status === undefined ? error instanceof ConnectionError : isRetryableStatus(error.status);
+          if (!retryable) throw error;
+          failure = error;
+          sureNotDone = error.status !== undefined && isRefusedBeforeWork(error.status);
+        } else {
+          const code = errorCode(error);
+          if (code !== undefined && NOT_SENDABLE.has(code)) {
+            // The request itself is malformed (a header undici refuses): repeating it cannot help.
+            throw new ConnectionError(
+              `${opts.what}: the request could not be sent (${(error as Error).message})`,
+              {
+                cause: error,
+              },
+            );
+          }
+          sureNotDone = code !== undefined && NOT_SENT.has(code);
+          failure = timedOut(error, code)
+            ? new TimeoutError(`${opts.what}: no answer within ${this.timeoutMs} ms`, { cause: error })
+            : new ConnectionError(`${opts.what}: connection failed (${code ?? (error as Error).message})`, {
+                cause: error,
+              });
+        }
+      }
+      if (failure instanceof RateLimitError && this.gate && mode.gated) {
+        this.gate.rateLimited(where.path, failure.retryAfterMs);
+      }
+      // A Retry-After is honoured on any retryable answer (429, 503, ...), not only on 429.
+      const retryAfterMs = failure.retryAfterMs;
+      if (!(policy.retryAmbiguous || sureNotDone) || n > policy.maxRetries) throw failure;
+      if (retryAfterMs !== undefined && retryAfterMs > policy.maxRetryAfterMs) throw failure;
+      try {
+        await sleep(
+          retryDelay(policy, n, retryAfterMs),
+          undefined,
+          opts.signal ? { signal: opts.signal } : undefined,
+        );
+      } catch {
+        throw new AbortedError(`${opts.what}: aborted`);
+      }
+    }
+  }
+
+  /**
+   * Opens a result URL (signed; no API key) and hands back the body as a stream, so a file of any
+   * size passes through without being held in memory. Failures before the body starts are
+   * retried like reads; a 403/404/410 is thrown at once (an expired URL is renewed by the caller).
+   */
+  async download(url: string, opts: { signal?: AbortSignal; what: string }): Promise<Download> {
+    const path = new URL(url).pathname;
+    return this.withRetries(
+      this.policies.read,
+      opts,
+      { method: "GET", path },
+      async (attempt, signal, started) => {
+        const res = await request(url, {
+          method: "GET",
+          headers: { "user-agent": this.userAgent },
+          dispatcher: this.dispatcher,
+          signal,
+          headersTimeout: this.timeoutMs,
+          // Idle time between two chunks of the body, not the whole transfer.
+          bodyTimeout: this.timeoutMs,
+        });
+        const durationMs = Math.round(performance.now() - started);
+        const headerId = firstHeader(res.headers["x-request-id"]);
+        this.logger.debug(
+          { method: "GET", path, status: res.statusCode, durationMs, attempt, requestId: headerId },
+          "http attempt",
+        );
+        if (res.statusCode >= 200 && res.statusCode < 300) {
+          const length = Number(firstHeader(res.headers["content-length"]));
+          const type = firstHeader(res.headers["content-type"]);
+          return {
+            body: res.body,
+            ...(Number.isFinite(length) && length >= 0 ? { contentLength: length } : {}),
+            ...(type ? { contentType: type } : {}),
+          };
+        }
+        const text = (await res.body.text()).slice(0, 2000);
+        throw (
+          errorFromResponse(
+            res.statusCode,
+            parseBody(text),
+            headerId,
+            parseRetryAfter(res.headers),
+            opts.what,
+          ) ?? new ServiceError(`${opts.what}: HTTP ${res.statusCode}`, res.statusCode, headerId, undefined)
+        );
+      },
+      { gated: false, streaming: true },
+    );
+  }
+
+  private validate<T>(opts: RequestOptions<T>, body: unknown, requestId: string | undefined): T {
+    const parsed = opts.schema.safeParse(body);
+    if (parsed.success) return parsed.data;
+    const detail = issuesFromZod(parsed.error).slice(0, 3).map(formatIssue).join("; ");
+    throw new ServiceError(
+      `${opts.what}: the answer did not have the documented shape: ${detail}`,
+      200,
+      requestId,
+      undefined,
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+}
+
+/** Both specs: 1 to 128 characters after trimming. Refused here, so a bad key costs no request. */
+function checkIdempotencyKey(key: string, what: string): void {
+  const length = [...key.trim()].length;
+  if (length < 1 || length > 128) {
+    throw new ValidationError(
+      `${what}: invalid request: Idempotency-Key: expected 1 to 128 characters after trimming, got ${length}`,
+      undefined,
+      undefined,
+      "invalid_request",
+    );
+  }
+}
+
+function errorCode(error: unknown): string | undefined {
+  const e = error as { code?: unknown; cause?: { code?: unknown } };
+  const code = e.code ?? e.cause?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function timedOut(error: unknown, code: string | undefined): boolean {
+  return (
+    (error as Error).name === "TimeoutError" ||
+    code === "UND_ERR_HEADERS_TIMEOUT" ||
+    code === "UND_ERR_BODY_TIMEOUT"
+  );
+}
+
+function queryString(query: Query | undefined): string {
+  if (!query) return "";
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) params.append(name, v);
+    else params.append(name, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
+function parseBody(text: string): unknown {
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    // Downstream HTTP errors may be plain text or HTML; keep the text for the message.
+    return text;
+  }
+}
+
+function requestIdOf(body: unknown): string | undefined {
+  if (typeof body !== "object" || body === null) return undefined;
+  const b = body as { request_id?: unknown; request_uuid?: unknown };
+  const id = b.request_id ?? b.request_uuid;
+  return typeof id === "string" ? id : undefined;
+}
+
+function firstHeader(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * Walks a paginated list: `fetchPage(n)` gets page n (0-based); stops at `total` or an empty page.
+ * Items are yielded as pages arrive, so callers can stop early without fetching the rest.
+ */
+export async function* paginate<T>(
+  fetchPage: (page: number) => Promise<{ items: readonly T[]; total: number }>,
+): AsyncGenerator<T> {
+  let seen = 0;
+  for (let page = 0; ; page++) {
+    const { items, total } = await fetchPage(page);
+    for (const item of items) yield item;
+    seen += items.length;
+    if (items.length === 0 || seen >= total) return;
+  }
+}

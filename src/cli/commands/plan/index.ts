@@ -1,0 +1,85 @@
+// `clapper plan MANIFEST`: validate, expand, estimate. No task is ever created.
+
+import { RESOLUTIONS } from "../../../api/video.js";
+import { formatProblem } from "../../../manifest/index.js";
+import type { PlanResult } from "../../../pipeline/plan.js";
+
+/** The contract shape of `plan --json` (BRIEF.md), plus a few fields more. */
+export function planJson(r: PlanResult) {
+  return {
+    manifest: r.manifest ? { name: r.manifest.name, path: r.manifest.display } : null,
+    jobs: r.jobs.map((j) => ({
+      id: j.id,
+      kind: j.kind,
+      points: j.points,
+      fingerprint: j.fingerprint,
+      source: `${j.file}:${j.line}`,
+      ...(j.kind === "video"
+        ? { resolution: j.tier, duration: j.duration }
+        : { counted_characters: j.countedChars }),
+    })),
+    points: r.points,
+    counts: r.counts,
+    speech_price: {
+      value: r.speechPrice.value,
+      source: r.speechPrice.source,
+      counted_characters: r.speechPrice.countedChars,
+    },
+    ...(r.balance ? { balance: r.balance } : {}),
+    ...(r.budget !== undefined ? { budget: { max_points: r.budget } } : {}),
+    ...(r.fits !== undefined ? { fits: r.fits } : {}),
+    errors: r.errors.map(formatProblem),
+    warnings: r.warnings.map(formatProblem),
+  };
+}
+
+export function renderPlan(r: PlanResult): string {
+  const out: string[] = [];
+  const name = r.manifest ? `${r.manifest.name} (${r.manifest.display})` : "";
+  out.push(`plan for ${name}`);
+  const resolutions = RESOLUTIONS.flatMap((tier) => {
+    const e = r.byResolution[tier];
+    return e ? [`${tier}: ${e.jobs} job${e.jobs === 1 ? "" : "s"}, ${e.points} points`] : [];
+  }).join("; ");
+  out.push(
+    `  video   ${String(r.counts.video).padStart(5)} jobs  ${String(r.points.video).padStart(9)} points${resolutions ? `   (${resolutions})` : ""}`,
+  );
+  const price =
+    r.counts.speech === 0
+      ? ""
+      : r.speechPrice.value === null
+        ? "speech cost unknown: no service to ask; give --speech-price N, --sandbox or an API key"
+        : `${r.speechPrice.countedChars} counted characters at ${r.speechPrice.value} points per 10 (${r.speechPrice.source === "service" ? "service price" : "--speech-price"})`;
+  out.push(
+    `  speech  ${String(r.counts.speech).padStart(5)} jobs  ${String(r.points.speech ?? "?").padStart(9)} points${price ? `   (${price})` : ""}`,
+  );
+  out.push(
+    `  total   ${String(r.counts.total).padStart(5)} jobs  ${String(r.points.total ?? "?").padStart(9)} points`,
+  );
+  if (r.balance) {
+    const total = r.points.total;
+    const verdict =
+      total === null ? "unknown" : total <= r.balance.available_points ? "fits" : "DOES NOT FIT";
+    out.push(`balance: ${r.balance.available_points} points available: ${verdict}`);
+  }
+  if (r.budget !== undefined) {
+    const fitsBudget = r.points.total !== null && r.points.total <= r.budget;
+    out.push(
+      `budget:  max_points ${r.budget}: ${r.points.total === null ? "unknown" : fitsBudget ? "fits" : "DOES NOT FIT"}`,
+    );
+  }
+  return out.join("\n");
+}
+
+export function renderProblems(r: PlanResult): string {
+  const out: string[] = [];
+  if (r.errors.length > 0) {
+    out.push(`${r.errors.length} error${r.errors.length === 1 ? "" : "s"}:`);
+    for (const p of r.errors) out.push(`  ${formatProblem(p)}`);
+  }
+  if (r.warnings.length > 0) {
+    out.push(`${r.warnings.length} warning${r.warnings.length === 1 ? "" : "s"}:`);
+    for (const p of r.warnings) out.push(`  ${formatProblem(p)}`);
+  }
+  return out.join("\n");
+}

@@ -1,0 +1,282 @@
+// `clapper run|status|report|cancel MANIFEST`: the run itself and the commands that read its state.
+
+import { join, resolve } from "node:path";
+import type { Clients } from "../../../api/index.js";
+import { mkdir } from "node:fs/promises";
+import { dirname } from "node:path";
+import { ServiceGate } from "../../../engine/limiter.js";
+import { Journal } from "../../../engine/journal.js";
+import { peekManifest } from "../../../manifest/name.js";
+import { defaultStatePath as statePathFor, run } from "../../../pipeline/run.js";
+import { connect, type ConnectionArgs } from "../../config.js";
+import { createLogger, type LogLevel } from "../../logger.js";
+import { ProgressDisplay } from "../../progress.js";
+import { json } from "../../output.js";
+import { acquireLock, LockHeldError } from "../../../engine/lock.js";
+import {
+  applyRecord,
+  initialState,
+  openAttempt,
+  type RunRecord,
+  type RunState,
+} from "../../../engine/state.js";
+import { formatProblem, loadManifest } from "../../../manifest/index.js";
+import { buildReport, type Report, writeReports } from "../../../pipeline/report.js";
+import { defaultStatePath, type RunOutcome } from "../../../pipeline/run.js";
+import { LocalSink } from "../../../sinks/local.js";
+import { ExitError } from "../../errors.js";
+import { table } from "../../output.js";
+
+export function renderOutcome(o: RunOutcome): string {
+  const lines: string[] = [];
+  if (o.budget) {
+    lines.push(o.message ?? "not enough points");
+    lines.push(
+      table(o.budget, [
+        { header: "", value: (r) => r.what },
+        { header: "POINTS", value: (r) => r.points, align: "right" },
+      ]),
+    );
+    return lines.join("\n");
+  }
+  const r = o.report;
+  if (!r) return o.message ?? "";
+  const c = r.counts;
+  lines.push(`run ${r.run.name}: ${r.run.status}`);
+  lines.push(
+    `  ${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending`,
+  );
+  lines.push(
+    `  points: ${r.points.spent} spent (estimated ${r.points.estimated})${r.points.balance_after !== null ? `, balance now ${r.points.balance_after}` : ""}`,
+  );
+  for (const j of r.jobs.filter((x) => x.status === "failed" || x.status === "cancelled")) {
+    lines.push(`  ${j.status} ${j.id}: ${j.error?.message ?? ""}`);
+  }
+  if (o.message) lines.push(`  note: ${o.message}`);
+  if (o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
+  if (o.exitCode === 4) lines.push("  interrupted: state saved; run the same command again to resume");
+  return lines.join("\n");
+}
+
+interface StateLocation {
+  statePath: string;
+  outputDir: string;
+}
+
+async function locate(manifestPath: string, cwd: string, opts: { state?: string; output?: string }) {
+  const loaded = await loadManifest(manifestPath, { cwd });
+  if (!loaded.manifest) {
+    throw new ExitError(2, loaded.errors.map(formatProblem).join("\n") || `cannot read ${manifestPath}`);
+  }
+  const m = loaded.manifest;
+  const where: StateLocation = {
+    statePath: opts.state ? resolve(cwd, opts.state) : defaultStatePath(m.dir, m.name),
+    outputDir: join(opts.output ? resolve(cwd, opts.output) : resolve(m.dir, m.output ?? "./output"), m.name),
+  };
+  return { loaded, manifest: m, ...where };
+}
+
+async function readState(statePath: string): Promise<RunState> {
+  const journal = await Journal.open<RunState, RunRecord>({
+    path: statePath,
+    initial: initialState,
+    apply: applyRecord,
+  });
+  const state = journal.state;
+  await journal.close();
+  return state;
+}
+
+export async function status(o: {
+  manifest: string;
+  cwd: string;
+  state?: string;
+  output?: string;
+}): Promise<Report> {
+  const { loaded, manifest, statePath } = await locate(o.manifest, o.cwd, o);
+  const state = await readState(statePath);
+  return buildReport({
+    state,
+    jobs: loaded.jobs,
+    manifest: manifest.display,
+    name: manifest.name,
+    interrupted: state.run?.finished_at === undefined && state.run !== undefined,
+  });
+}
+
+export async function rewriteReport(o: {
+  manifest: string;
+  cwd: string;
+  state?: string;
+  output?: string;
+  env: NodeJS.ProcessEnv;
+}) {
+  const { loaded, manifest, statePath, outputDir } = await locate(o.manifest, o.cwd, o);
+  let lock: Awaited<ReturnType<typeof acquireLock>>;
+  try {
+    lock = await acquireLock(`${statePath}.lock`);
+  } catch (error) {
+    if (error instanceof LockHeldError) throw new ExitError(5, error.message);
+    throw error;
+  }
+  try {
+    const state = await readState(statePath);
+    const report = buildReport({
+      state,
+      jobs: loaded.jobs,
+      manifest: manifest.display,
+      name: manifest.name,
+      interrupted: state.run?.finished_at === undefined && state.run !== undefined,
+    });
+    const uris = await writeReports(new LocalSink(outputDir), report, o.env);
+    return { report, uris };
+  } finally {
+    await lock.release();
+  }
+}
+
+/** Cancels the run's tasks that have not ended; the next run records what became of them. */
+export async function cancelRun(o: {
+  manifest: string;
+  cwd: string;
+  state?: string;
+  clients: Pick<Clients, "video" | "speech">;
+  signal?: AbortSignal;
+}) {
+  const { statePath } = await locate(o.manifest, o.cwd, o);
+  const state = await readState(statePath);
+  const results: Array<{ job: string; task_id: string; status: string }> = [];
+  for (const job of Object.values(state.jobs)) {
+    const attempt = openAttempt(job);
+    if (!attempt?.taskId) continue;
+    const opts = o.signal ? { signal: o.signal } : {};
+    try {
+      const res =
+        job.kind === "video"
+          ? await o.clients.video.cancelTask(attempt.taskId, opts)
+          : await o.clients.speech.cancelTask(attempt.taskId, opts);
+      results.push({ job: job.id, task_id: attempt.taskId, status: res.status });
+    } catch (error) {
+      results.push({
+        job: job.id,
+        task_id: attempt.taskId,
+        status: `not cancelled: ${(error as Error).message}`,
+      });
+    }
+  }
+  return results;
+}
+
+export function renderStatus(r: Report): string {
+  const c = r.counts;
+  return [
+    `run ${r.run.name}: ${r.run.status} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`,
+    "",
+    table(r.jobs, [
+      { header: "JOB", value: (j) => j.id },
+      { header: "KIND", value: (j) => j.kind },
+      { header: "STATUS", value: (j) => j.status },
+      { header: "POINTS", value: (j) => j.points, align: "right" },
+      { header: "TASK", value: (j) => j.task_id },
+      { header: "OUTPUT / ERROR", value: (j) => j.output?.uri ?? j.error?.message },
+    ]),
+  ].join("\n");
+}
+
+export interface RunArgs {
+  manifest: string;
+  output?: string | undefined;
+  state?: string | undefined;
+  "max-points"?: number | undefined;
+  only?: string | undefined;
+  "retry-failed": boolean;
+  fresh: boolean;
+  "max-attempts": number;
+  rps: number;
+  "in-flight": number;
+  "poll-interval": number;
+  "log-format"?: "json" | "pretty" | undefined;
+  "sandbox-time-scale": number;
+}
+
+export interface RunCommandIo {
+  args: RunArgs;
+  global: ConnectionArgs & { json: boolean; "log-level": LogLevel };
+  env: NodeJS.ProcessEnv;
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  signal: AbortSignal;
+  logger?: import("pino").Logger;
+}
+
+/** `clapper run`: flags to options, the run, then the outcome on stdout and the exit code. */
+export async function runCommand(o: RunCommandIo): Promise<number> {
+  const { args, global } = o;
+  for (const [flag, value, min] of [
+    ["--max-attempts", args["max-attempts"], 1],
+    ["--rps", args.rps, 0.1],
+    ["--in-flight", args["in-flight"], 1],
+    ["--poll-interval", args["poll-interval"], 0.01],
+  ] as const) {
+    if (!(Number.isFinite(value) && value >= min)) throw new ExitError(2, `${flag} must be a number >= ${min}, got ${value}`);
+  }
+  if (args["max-points"] !== undefined && !(Number.isInteger(args["max-points"]) && args["max-points"] >= 0)) {
+    throw new ExitError(2, `--max-points must be a whole number >= 0, got ${args["max-points"]}`);
+  }
+  const cwd = process.cwd();
+  const terminal = Boolean(process.stderr.isTTY);
+  const format = args["log-format"] ?? (terminal ? "pretty" : "json");
+  // JSON logs carry one event per state change, which the info level holds.
+  const level = format === "json" && global["log-level"] === "warn" ? "info" : global["log-level"];
+  const logger = o.logger ?? createLogger(level);
+  const limits = { rps: args.rps, inFlight: args["in-flight"] };
+  const gate = new ServiceGate({ video: limits, speech: limits });
+  const peek = await peekManifest(args.manifest, cwd);
+  const statePath = args.state ? resolve(cwd, args.state) : statePathFor(peek.dir, peek.name);
+  await mkdir(dirname(statePath), { recursive: true });
+  const conn = await connect(global, o.env, logger, {
+    gate,
+    ...(global.sandbox
+      ? { sandboxStateFile: join(dirname(statePath), "sandbox.json"), sandboxTimeScale: args["sandbox-time-scale"] }
+      : {}),
+  });
+  const display = format === "pretty" && terminal ? new ProgressDisplay(process.stderr) : undefined;
+  try {
+    const outcome = await run({
+      manifest: args.manifest,
+      cwd,
+      clients: conn,
+      gate,
+      statePath,
+      logger,
+      signal: o.signal,
+      env: o.env,
+      maxAttempts: args["max-attempts"],
+      retryFailed: args["retry-failed"],
+      fresh: args.fresh,
+      track: { minIntervalMs: args["poll-interval"] * 1000 },
+      ...(args.output ? { output: args.output } : {}),
+      ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
+      ...(args.only ? { only: args.only.split(",").map((s) => s.trim()).filter(Boolean) } : {}),
+      ...(display ? { onProgress: (p) => display.update(p) } : {}),
+    });
+    display?.done();
+    if (outcome.errors && outcome.errors.length > 0) {
+      o.stderr(`${outcome.errors.length} error${outcome.errors.length === 1 ? "" : "s"}:`);
+      for (const p of outcome.errors) o.stderr(`  ${formatProblem(p)}`);
+    }
+    if (outcome.warnings && outcome.warnings.length > 0 && format === "pretty") {
+      for (const p of outcome.warnings) o.stderr(`warning: ${formatProblem(p)}`);
+    }
+    if (global.json && outcome.report) o.stdout(json(outcome.report));
+    else {
+      const text = renderOutcome(outcome);
+      if (text) (outcome.exitCode === 0 || outcome.exitCode === 1 ? o.stdout : o.stderr)(text);
+    }
+    return outcome.exitCode;
+  } finally {
+    display?.done();
+    await conn.close();
+    await gate.stop();
+  }
+}

@@ -1,0 +1,56 @@
+// `clapper voices ...`: list preset or custom voices, make a custom voice from a reference audio
+// file, delete one.
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { type Clients, uploadReferenceAudio } from "../../../api/index.js";
+import type { Voice } from "../../../api/speech.js";
+import { date, table } from "../../output.js";
+
+export interface VoicesOptions {
+  clients: Pick<Clients, "http" | "speech">;
+  signal?: AbortSignal;
+}
+
+export async function listVoices(o: VoicesOptions & { custom?: boolean }): Promise<Voice[]> {
+  return o.clients.speech.listVoices(o.custom ? "custom" : "preset", o.signal ? { signal: o.signal } : {});
+}
+
+async function sha256File(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+/**
+ * Reference audio -> asset -> custom voice. The Idempotency-Key derives from the name and the
+ * file's content, so running the same command twice gives back the same voice.
+ */
+export async function createVoice(o: VoicesOptions & { name: string; file: string }): Promise<Voice> {
+  const opts = o.signal ? { signal: o.signal } : {};
+  const asset = await uploadReferenceAudio(o.clients.http, o.clients.speech, o.file, opts);
+  const digest = await sha256File(o.file);
+  const idempotencyKey = `clapper-voice-${createHash("sha256").update(`${o.name}\n${digest}`).digest("hex").slice(0, 48)}`;
+  return o.clients.speech.createVoice(
+    { asset_id: asset.asset_id, name: o.name },
+    { ...opts, idempotencyKey },
+  );
+}
+
+export async function deleteVoice(
+  o: VoicesOptions & { id: string },
+): Promise<{ voice_id: string; deleted: true }> {
+  await o.clients.speech.deleteVoice(o.id, o.signal ? { signal: o.signal } : {});
+  return { voice_id: o.id, deleted: true };
+}
+
+export function renderVoices(voices: readonly Voice[]): string {
+  if (voices.length === 0) return "no voices";
+  return table(voices, [
+    { header: "VOICE_ID", value: (v) => v.voice_id },
+    { header: "NAME", value: (v) => v.name },
+    { header: "KIND", value: (v) => v.kind },
+    { header: "LANGUAGE", value: (v) => v.language },
+    { header: "TAGS", value: (v) => v.style_tags.join(",") || undefined },
+    { header: "CREATED", value: (v) => date(v.created_at) },
+  ]);
+}

@@ -1,0 +1,149 @@
+// Where the services are and which key to use: defaults, then environment, then flags, resolved
+// in this one place. `--sandbox` replaces all of it with an in-process emulator.
+import { readFile } from "node:fs/promises";
+import type { RequestGate } from "../api/http.js";
+import {
+  type Clients,
+  createClients,
+  DEFAULT_POLICIES,
+  type HttpClientOptions,
+  type Logger,
+} from "../api/index.js";
+import { type Sandbox, startSandbox } from "../sandbox/index.js";
+import { ExitError } from "./errors.js";
+
+export interface ConnectionArgs {
+  sandbox?: boolean;
+  "api-key-file"?: string;
+  "base-url"?: string;
+  timeout?: number;
+}
+
+export interface Connection extends Clients {
+  baseUrl: string;
+  /** Set when `--sandbox` started an emulator; closed with the connection. */
+  sandbox?: Sandbox;
+}
+
+const SANDBOX_KEY = "sk-ml-local-sandbox";
+
+export async function readApiKeyFile(path: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    throw new ExitError(
+      2,
+      `cannot read --api-key-file ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`,
+    );
+  }
+  const key = text.trim();
+  if (key === "") throw new ExitError(2, `--api-key-file ${path} is empty`);
+  return key;
+}
+
+/**
+ * `CLAPPER_RETRY_BASE_MS` sets the first backoff of every retry policy (the cap follows at 32 times
+ * it, never above the default): for tests and for impatient scripts against a local sandbox.
+ */
+export function retryPoliciesFromEnv(env: NodeJS.ProcessEnv): HttpClientOptions["policies"] | undefined {
+  const text = env.CLAPPER_RETRY_BASE_MS?.trim();
+  if (text === undefined || text === "") return undefined;
+  if (!/^\d+$/.test(text)) {
+    throw new ExitError(
+      2,
+      `CLAPPER_RETRY_BASE_MS must be a whole number of milliseconds, got ${JSON.stringify(text)}`,
+    );
+  }
+  const base = Number(text);
+  const policies: NonNullable<HttpClientOptions["policies"]> = {};
+  for (const name of ["read", "create", "write"] as const) {
+    const maxDelayMs = Math.min(DEFAULT_POLICIES[name].maxDelayMs, Math.max(base, base * 32));
+    policies[name] = { baseDelayMs: base, maxDelayMs: Math.max(base, maxDelayMs) };
+  }
+  return policies;
+}
+
+/** Resolves base URL and key, then opens both clients. Never echoes the key, even when it is wrong. */
+export interface ConnectExtras {
+  /** Per-service request limits applied to every API attempt. */
+  gate?: RequestGate;
+  /** With `--sandbox`: keep the emulator's state in this file, so a resumed run finds its tasks. */
+  sandboxStateFile?: string;
+  sandboxTimeScale?: number;
+}
+
+export async function connect(
+  args: ConnectionArgs,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+  extras: ConnectExtras = {},
+): Promise<Connection> {
+  if (args.timeout !== undefined && !(Number.isFinite(args.timeout) && args.timeout > 0)) {
+    throw new ExitError(2, `--timeout must be a positive number of seconds, got ${args.timeout}`);
+  }
+  const timeoutMs = args.timeout !== undefined ? Math.ceil(args.timeout * 1000) : undefined;
+  const policies = retryPoliciesFromEnv(env);
+  const common = {
+    logger,
+    ...(timeoutMs ? { timeoutMs } : {}),
+    ...(policies ? { policies } : {}),
+    ...(extras.gate ? { gate: extras.gate } : {}),
+  };
+  if (args.sandbox) {
+    const sandbox = await startSandbox({
+      port: 0,
+      timeScale: extras.sandboxTimeScale ?? 0.01,
+      keys: [SANDBOX_KEY],
+      // A fixed secret keeps result URLs signed before a restart valid after it (local use only).
+      ...(extras.sandboxStateFile
+        ? { stateFile: extras.sandboxStateFile, secret: "clapper-local-sandbox" }
+        : {}),
+    });
+    const clients = createClients({ baseUrl: sandbox.url, apiKey: SANDBOX_KEY, ...common });
+    return {
+      ...clients,
+      baseUrl: sandbox.url,
+      sandbox,
+      async close() {
+        await clients.close();
+        await sandbox.close();
+      },
+    };
+  }
+  const baseUrl = args["base-url"] ?? env.CLAPPER_BASE_URL;
+  if (!baseUrl) {
+    throw new ExitError(
+      2,
+      "no service address: set CLAPPER_BASE_URL (or pass --base-url URL, or use --sandbox)",
+    );
+  }
+  const source = args["base-url"] ? "--base-url" : "CLAPPER_BASE_URL";
+  let parsed: URL;
+  try {
+    parsed = new URL(baseUrl);
+  } catch {
+    throw new ExitError(2, `${source} is not an absolute URL: ${JSON.stringify(baseUrl)}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new ExitError(2, `${source} must be an http or https URL, got ${JSON.stringify(parsed.protocol)}`);
+  }
+  const apiKey = args["api-key-file"]
+    ? await readApiKeyFile(args["api-key-file"])
+    : env.CLAPPER_API_KEY?.trim();
+  if (!apiKey) {
+    throw new ExitError(2, "no API key: set CLAPPER_API_KEY or pass --api-key-file FILE (or use --sandbox)");
+  }
+  if (!apiKey.startsWith("sk-ml-")) {
+    throw new ExitError(2, "the API key does not look like a model API key (expected the prefix sk-ml-)");
+  }
+  // Checked here, not left to the HTTP client, whose refusal of the header would be far less clear.
+  if (/[\s\p{Cc}]/u.test(apiKey)) {
+    throw new ExitError(
+      2,
+      "the API key contains whitespace or control characters (is the key file more than one line?)",
+    );
+  }
+  const clients = createClients({ baseUrl, apiKey, ...common });
+  return { ...clients, baseUrl };
+}

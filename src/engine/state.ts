@@ -1,0 +1,213 @@
+// The run's state and the journal records that change it. The reducer is the only code that
+// mutates state, so replaying the journal after a crash rebuilds exactly what was known.
+
+export type JobKind = "video" | "speech";
+
+/** Where a job stands. `stored` is the only success: the result is in the sink, verified. */
+export type JobStatus =
+  | "pending" // not submitted in this state
+  | "submitting" // intent written; the create may or may not have reached the service
+  | "running" // the service has the task
+  | "collecting" // the task succeeded; the result is being stored
+  | "stored"
+  | "failed"
+  | "cancelled";
+
+export interface Attempt {
+  n: number;
+  /** The run (campaign) that made it: a report counts only the current campaign's spending. */
+  campaign: number;
+  key: string;
+  /** Points reserved in the run's ledger for this attempt (the estimate). */
+  reserved: number;
+  taskId?: string;
+  /** Last status the service reported. */
+  taskStatus?: string;
+  /** What the service actually charged; set when the attempt ended. */
+  spent?: number;
+  error?: { code: string; message: string };
+}
+
+export interface StoredOutput {
+  uri: string;
+  bytes: number;
+  sha256: string;
+  /** Fingerprint of the request that produced it: a re-run reuses the output only if it matches. */
+  fingerprint: string;
+}
+
+export interface JobState {
+  id: string;
+  kind: JobKind;
+  fingerprint: string;
+  estimate: number;
+  status: JobStatus;
+  attempts: Attempt[];
+  output?: StoredOutput;
+  error?: { code: string; message: string };
+  /** This run reused an earlier result instead of generating one. */
+  skipped?: boolean;
+}
+
+export interface RunState {
+  run?: { id: string; name: string; manifest: string; started_at: string; finished_at?: string };
+  /**
+   * Counts completed runs of this state. A run that is interrupted and resumed stays in one
+   * campaign, so its report covers the work of every process that took part.
+   */
+  campaign: number;
+  /** Part of every Idempotency-Key; `--fresh` moves to a new epoch so nothing earlier is replayed. */
+  epoch: number;
+  jobs: Record<string, JobState>;
+  /** Reference voices uploaded for this run's state, by content hash (+ save name). */
+  voices: Record<string, { asset_id?: string; voice_id?: string }>;
+  /** Skills synced from the manifest, by name. */
+  skills: Record<string, { id: string; sha256: string }>;
+  balance_before?: number;
+}
+
+export type RunRecord =
+  | { t: "run"; id: string; name: string; manifest: string; started_at: string; epoch?: number }
+  | { t: "finish"; finished_at: string }
+  | { t: "job"; id: string; kind: JobKind; fingerprint: string; estimate: number }
+  | { t: "skip"; id: string }
+  | { t: "intent"; id: string; n: number; key: string; reserved: number }
+  | { t: "created"; id: string; n: number; task_id: string }
+  | { t: "task"; id: string; n: number; status: string }
+  | { t: "settled"; id: string; n: number; spent: number; error?: { code: string; message: string } }
+  | { t: "stored"; id: string; output: StoredOutput }
+  | { t: "failed"; id: string; error: { code: string; message: string } }
+  | { t: "cancelled"; id: string }
+  | { t: "voice"; hash: string; asset_id?: string; voice_id?: string }
+  | { t: "skill"; name: string; id: string; sha256: string }
+  | { t: "balance"; available: number };
+
+export function initialState(): RunState {
+  return { jobs: {}, voices: {}, skills: {}, campaign: 1, epoch: 0 };
+}
+
+function attempt(job: JobState | undefined, n: number): Attempt | undefined {
+  return job?.attempts.find((a) => a.n === n);
+}
+
+export function applyRecord(state: RunState, r: RunRecord): void {
+  switch (r.t) {
+    case "run":
+      // A resumed run continues the campaign (and its start time); a new one starts it.
+      if (!state.run || state.run.finished_at !== undefined) {
+        state.run = { id: r.id, name: r.name, manifest: r.manifest, started_at: r.started_at };
+        for (const job of Object.values(state.jobs)) job.skipped = false;
+      }
+      if (r.epoch !== undefined) state.epoch = r.epoch;
+      break;
+    case "finish":
+      if (state.run) state.run.finished_at = r.finished_at;
+      state.campaign += 1;
+      delete state.balance_before;
+      break;
+    case "job": {
+      const existing = state.jobs[r.id];
+      if (existing && existing.fingerprint === r.fingerprint) {
+        existing.estimate = r.estimate;
+        break;
+      }
+      // New, or edited: an edited job starts over (its old output stays recorded until replaced).
+      state.jobs[r.id] = {
+        id: r.id,
+        kind: r.kind,
+        fingerprint: r.fingerprint,
+        estimate: r.estimate,
+        status: "pending",
+        attempts: [],
+        ...(existing?.output ? { output: existing.output } : {}),
+      };
+      break;
+    }
+    case "skip": {
+      const job = state.jobs[r.id];
+      if (job) {
+        job.status = "stored";
+        job.skipped = true;
+      }
+      break;
+    }
+    case "intent": {
+      const job = state.jobs[r.id];
+      if (!job) break;
+      job.attempts.push({ n: r.n, campaign: state.campaign, key: r.key, reserved: r.reserved });
+      job.status = "submitting";
+      job.skipped = false;
+      delete job.error;
+      break;
+    }
+    case "created": {
+      const a = attempt(state.jobs[r.id], r.n);
+      if (a) a.taskId = r.task_id;
+      const job = state.jobs[r.id];
+      if (job && job.status === "submitting") job.status = "running";
+      break;
+    }
+    case "task": {
+      const a = attempt(state.jobs[r.id], r.n);
+      if (a) a.taskStatus = r.status;
+      break;
+    }
+    case "settled": {
+      const a = attempt(state.jobs[r.id], r.n);
+      if (a) {
+        a.spent = r.spent;
+        if (r.error) a.error = r.error;
+      }
+      const job = state.jobs[r.id];
+      // An attempt that ended in error leaves the job to be retried, failed or resumed by the runner.
+      if (job) job.status = !r.error && a?.taskStatus === "succeeded" ? "collecting" : "pending";
+      break;
+    }
+    case "stored": {
+      const job = state.jobs[r.id];
+      if (job) {
+        job.output = r.output;
+        job.status = "stored";
+        delete job.error;
+      }
+      break;
+    }
+    case "failed": {
+      const job = state.jobs[r.id];
+      if (job) {
+        job.status = "failed";
+        job.error = r.error;
+      }
+      break;
+    }
+    case "cancelled": {
+      const job = state.jobs[r.id];
+      if (job) job.status = "cancelled";
+      break;
+    }
+    case "voice":
+      state.voices[r.hash] = {
+        ...state.voices[r.hash],
+        ...(r.asset_id ? { asset_id: r.asset_id } : {}),
+        ...(r.voice_id ? { voice_id: r.voice_id } : {}),
+      };
+      break;
+    case "skill":
+      state.skills[r.name] = { id: r.id, sha256: r.sha256 };
+      break;
+    case "balance":
+      state.balance_before ??= r.available;
+      break;
+  }
+}
+
+/** What the job cost in this campaign: the sum over its attempts that ended. */
+export function spentPoints(job: JobState, campaign: number): number {
+  return job.attempts.reduce((sum, a) => sum + (a.campaign === campaign ? (a.spent ?? 0) : 0), 0);
+}
+
+/** The attempt that is still open (intent written, not settled), if any. */
+export function openAttempt(job: JobState): Attempt | undefined {
+  const last = job.attempts.at(-1);
+  return last && last.spent === undefined ? last : undefined;
+}

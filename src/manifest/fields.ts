@@ -1,0 +1,244 @@
+// The fields a shot and a line may have, with their types, and the coercion of CSV text and YAML
+// values into them. Range and cross-field rules are the services' own (src/api/), applied later.
+import { show } from "../api/common.js";
+import { didYouMean, type Problems } from "./problems.js";
+import type { Fields, Located, RowKind } from "./source.js";
+
+type FieldType =
+  | "string"
+  | "path"
+  | "int"
+  | "number"
+  | "bool"
+  | "strings"
+  | "numbers"
+  | "vars"
+  | "pronunciations";
+
+export const SHOT_FIELDS = {
+  id: "string",
+  prompt: "string",
+  template: "string",
+  model: "string",
+  resolution: "string",
+  duration: "int",
+  ratio: "string",
+  use_context_ir: "bool",
+  skill: "string",
+  mute_audio: "bool",
+  aigc_watermark: "bool",
+  first_frame: "path",
+  last_frame: "path",
+  reference_images: "strings",
+  reference_videos: "strings",
+  reference_audios: "strings",
+  takes: "int",
+  vars: "vars",
+} as const satisfies Record<string, FieldType>;
+
+export const LINE_FIELDS = {
+  id: "string",
+  text: "string",
+  template: "string",
+  shot: "string",
+  voice: "string",
+  save_voice_as: "string",
+  language: "string",
+  speed: "number",
+  auto_emotion: "bool",
+  emotion_description: "string",
+  emotion_strength: "number",
+  emotion_vector: "numbers",
+  emotion_vector_mode: "string",
+  pronunciations: "pronunciations",
+  vars: "vars",
+} as const satisfies Record<string, FieldType>;
+
+export interface Pronunciation {
+  word: string;
+  kind: string;
+  value: string;
+}
+
+type ValueOf<T extends FieldType> = T extends "string" | "path"
+  ? string
+  : T extends "int" | "number"
+    ? number
+    : T extends "bool"
+      ? boolean
+      : T extends "strings"
+        ? string[]
+        : T extends "numbers"
+          ? number[]
+          : T extends "vars"
+            ? Record<string, string>
+            : Pronunciation[];
+
+export type ShotValues = { -readonly [K in keyof typeof SHOT_FIELDS]?: ValueOf<(typeof SHOT_FIELDS)[K]> };
+export type LineValues = { -readonly [K in keyof typeof LINE_FIELDS]?: ValueOf<(typeof LINE_FIELDS)[K]> };
+
+/** Where each value came from (a row, or the manifest's defaults), for messages. */
+export type Origins = Record<string, { file: string; line: number; paths?: Record<string, number> }>;
+
+const BOOL_TEXT: Record<string, boolean> = {
+  true: true,
+  false: false,
+  yes: true,
+  no: false,
+  "1": true,
+  "0": false,
+};
+
+/** CSV list cells separate items with `|`. */
+function splitList(text: string): string[] {
+  return text
+    .split("|")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+function coerce(type: FieldType, located: Located): { value: unknown } | { error: string } {
+  const v = located.value;
+  const csv = located.fromCsv && typeof v === "string";
+  switch (type) {
+    case "string":
+      if (typeof v === "string") return { value: v };
+      if (typeof v === "number" || typeof v === "boolean") return { value: String(v) };
+      return { error: `expected text, got ${show(v)}` };
+    case "path": {
+      // One frame image: the service takes at most one first frame and one last frame.
+      const many = csv ? splitList(v) : Array.isArray(v) ? v : undefined;
+      if (many && many.length > 1) {
+        return {
+          error: `expected one image (at most 1 frame of each kind per request), got ${many.length}: ${show(v)}`,
+        };
+      }
+      const one = many ? many[0] : v;
+      if (typeof one === "string") return { value: one };
+      return { error: `expected a path or URL, got ${show(v)}` };
+    }
+    case "int": {
+      const n = csv ? (/^[+-]?\d+$/.test(v) ? Number(v) : Number.NaN) : v;
+      if (typeof n === "number" && Number.isInteger(n)) return { value: n };
+      return { error: `expected an integer, got ${show(v)}` };
+    }
+    case "number": {
+      const n = csv ? (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v) ? Number(v) : Number.NaN) : v;
+      if (typeof n === "number" && Number.isFinite(n)) return { value: n };
+      return { error: `expected a number, got ${show(v)}` };
+    }
+    case "bool": {
+      if (typeof v === "boolean") return { value: v };
+      const b = csv ? BOOL_TEXT[v.toLowerCase()] : undefined;
+      if (b !== undefined) return { value: b };
+      return { error: `expected true or false, got ${show(v)}` };
+    }
+    case "strings": {
+      if (csv) return { value: splitList(v) };
+      if (typeof v === "string") return { value: [v] };
+      if (Array.isArray(v) && v.every((s) => typeof s === "string")) return { value: v };
+      return { error: `expected a list of paths or URLs, got ${show(v)}` };
+    }
+    case "numbers": {
+      const items = csv ? splitList(v).map((s) => (/^[+-]?(\d+\.?\d*|\.\d+)$/.test(s) ? Number(s) : s)) : v;
+      if (Array.isArray(items) && items.every((n) => typeof n === "number" && Number.isFinite(n))) {
+        return { value: items };
+      }
+      return {
+        error: `expected a list of numbers${located.fromCsv ? " separated by |" : ""}, got ${show(v)}`,
+      };
+    }
+    case "vars": {
+      if (v && typeof v === "object" && !Array.isArray(v)) {
+        const out: Record<string, string> = {};
+        for (const [k, x] of Object.entries(v)) {
+          if (typeof x === "object" && x !== null)
+            return { error: `vars.${k}: expected text, got ${show(x)}` };
+          out[k] = String(x);
+        }
+        return { value: out };
+      }
+      return { error: `expected a mapping of name: value, got ${show(v)}` };
+    }
+    case "pronunciations": {
+      if (csv) {
+        // `word=kind:value|word=kind:value`
+        const rules: Pronunciation[] = [];
+        for (const item of splitList(v)) {
+          const m = item.match(/^([^=]+)=([A-Za-z]+):(.+)$/);
+          if (!m) return { error: `expected word=kind:value items separated by |, got ${show(item)}` };
+          rules.push({ word: (m[1] ?? "").trim(), kind: m[2] ?? "", value: (m[3] ?? "").trim() });
+        }
+        return { value: rules };
+      }
+      if (Array.isArray(v)) {
+        for (const [i, r] of v.entries()) {
+          const rule = r as Record<string, unknown>;
+          if (
+            !rule ||
+            typeof rule !== "object" ||
+            ["word", "kind", "value"].some((k) => typeof rule[k] !== "string")
+          ) {
+            return { error: `[${i}]: expected {word, kind, value} (all text), got ${show(r)}` };
+          }
+          const extra = Object.keys(rule).filter((k) => !["word", "kind", "value"].includes(k));
+          if (extra.length > 0) return { error: `[${i}]: unknown field ${JSON.stringify(extra[0])}` };
+        }
+        return { value: v };
+      }
+      return { error: `expected a list of {word, kind, value}, got ${show(v)}` };
+    }
+  }
+}
+
+/**
+ * Reads the fields of one row (or of the defaults) into typed values. Unknown fields and values of
+ * the wrong type are reported; the row keeps every field that could be read.
+ */
+export function readFields(
+  kind: RowKind,
+  fields: Fields,
+  file: string,
+  problems: Problems,
+  { allowId = true }: { allowId?: boolean } = {},
+): { values: Record<string, unknown>; origins: Origins } {
+  const specs: Record<string, FieldType> = kind === "shot" ? SHOT_FIELDS : LINE_FIELDS;
+  const known = Object.keys(specs).filter((k) => allowId || k !== "id");
+  const values: Record<string, unknown> = {};
+  const origins: Origins = {};
+  const vars: Record<string, string> = {};
+  for (const [name, located] of fields) {
+    // CSV rows carry template variables as `vars.NAME` columns.
+    if (name.startsWith("vars.") && name.length > 5) {
+      vars[name.slice(5)] = String(located.value);
+      origins.vars = { file, line: located.line };
+      continue;
+    }
+    const type = specs[name];
+    if (!allowId && name === "id") {
+      problems.error(file, located.line, name, `an id cannot be a default: each ${kind} has its own`);
+      continue;
+    }
+    if (!type) {
+      const other = kind === "shot" ? LINE_FIELDS : SHOT_FIELDS;
+      const hint =
+        didYouMean(name, known) ||
+        (name in other
+          ? ` (${name} is a ${kind === "shot" ? "line" : "shot"} field)`
+          : `; known fields: ${known.join(", ")}`);
+      problems.error(file, located.line, name, `unknown ${kind} field${hint}`);
+      continue;
+    }
+    const result = coerce(type, located);
+    if ("error" in result) {
+      problems.error(file, located.line, name, result.error);
+      continue;
+    }
+    values[name] = result.value;
+    origins[name] = { file, line: located.line, ...(located.paths ? { paths: located.paths } : {}) };
+  }
+  if (Object.keys(vars).length > 0) {
+    values.vars = { ...(values.vars as Record<string, string> | undefined), ...vars };
+  }
+  return { values, origins };
+}

@@ -1,0 +1,474 @@
+// Reads manifest files into rows of located fields: every value keeps the file and line it came
+// from, so every later check can name them. YAML through `yaml`'s document API (node ranges and
+// a LineCounter), CSV through csv-parse (record line numbers).
+import { readFile } from "node:fs/promises";
+import { dirname, extname, relative, resolve } from "node:path";
+import { parse as parseCsv } from "csv-parse/sync";
+import {
+  isAlias,
+  isMap,
+  isNode,
+  isScalar,
+  isSeq,
+  LineCounter,
+  type Node,
+  type Pair,
+  parseDocument,
+  visit,
+  type YAMLMap,
+} from "yaml";
+import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
+import { didYouMean, type Problems } from "./problems.js";
+
+export type RowKind = "shot" | "line";
+
+export interface Located {
+  value: unknown;
+  line: number;
+  /** CSV cells are text and need coercing; YAML values are typed already. */
+  fromCsv: boolean;
+  /** Lines of nested YAML items, by path below the field: `[2]`, `[0].value`. */
+  paths?: Record<string, number>;
+}
+
+export type Fields = Map<string, Located>;
+
+export interface RawRow {
+  kind: RowKind;
+  file: string;
+  line: number;
+  fields: Fields;
+  /** Something of the row could not be read (reported already): it is checked, but makes no job. */
+  unreadable?: boolean;
+}
+
+export interface RawManifest {
+  /** Absolute path of the manifest. */
+  path: string;
+  /** The manifest path as shown in messages. */
+  display: string;
+  dir: string;
+  top: Fields;
+  defaults: { shot: Fields; line: Fields };
+  shots: RawRow[];
+  lines: RawRow[];
+}
+
+export const TOP_LEVEL_FIELDS = [
+  "name",
+  "output",
+  "budget",
+  "defaults",
+  "vars",
+  "skills",
+  "templates",
+  "shots",
+  "lines",
+] as const;
+
+/** Shown paths are relative to the working directory when that is shorter. */
+export function displayPath(path: string, cwd: string): string {
+  const rel = relative(cwd, path);
+  return rel && !rel.startsWith("..") && rel.length < path.length ? rel : path;
+}
+
+/** Reads a file; a failure is reported at `where` (the file itself, or the manifest line naming it). */
+async function readText(
+  path: string,
+  where: { file: string; line: number; field: string; prefix?: string },
+  problems: Problems,
+): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const what = code === "ENOENT" ? "file not found" : `cannot be read (${code ?? error})`;
+    problems.error(where.file, where.line, where.field, `${where.prefix ?? ""}${what}`);
+    return undefined;
+  }
+}
+
+export async function readManifest(
+  path: string,
+  cwd: string,
+  problems: Problems,
+): Promise<RawManifest | undefined> {
+  const abs = resolve(cwd, path);
+  const display = displayPath(abs, cwd);
+  const manifest: RawManifest = {
+    path: abs,
+    display,
+    dir: dirname(abs),
+    top: new Map(),
+    defaults: { shot: new Map(), line: new Map() },
+    shots: [],
+    lines: [],
+  };
+  const text = await readText(abs, { file: display, line: 0, field: "" }, problems);
+  if (text === undefined) return undefined;
+  if (extname(abs).toLowerCase() === ".csv") {
+    const rows = csvRows(text, display, undefined, problems);
+    for (const row of rows) (row.kind === "shot" ? manifest.shots : manifest.lines).push(row);
+    return manifest;
+  }
+  await readYaml(manifest, text, cwd, problems);
+  return manifest;
+}
+
+async function readYaml(manifest: RawManifest, text: string, cwd: string, problems: Problems): Promise<void> {
+  const counter = new LineCounter();
+  // `merge`: `<<: *anchor` merge keys (YAML 1.1, widely used to share settings between rows).
+  const doc = parseDocument(text, {
+    lineCounter: counter,
+    prettyErrors: false,
+    uniqueKeys: true,
+    merge: true,
+  });
+  /** The plain value of a node; aliases resolve to what their anchor holds (not exponentially). */
+  const jsOf = (node: Node | null | undefined): unknown => {
+    if (!node || !isNode(node)) return null;
+    try {
+      return node.toJS(doc, { maxAliasCount: 1000 });
+    } catch (error) {
+      problems.error(manifest.display, lineOf(node), "", `YAML: ${(error as Error).message}`);
+      return null;
+    }
+  };
+  const deref = (node: unknown): unknown => (isAlias(node) ? node.resolve(doc) : node);
+  /** A key as text; the merge key `<<` is a symbol in the document model. */
+  const keyOf = (pair: Pair): string => {
+    const key = isScalar(pair.key) ? pair.key.value : pair.key;
+    return typeof key === "symbol" ? "<<" : String(key);
+  };
+  const lineOf = (node: Node | Pair | null | undefined): number => {
+    const range =
+      (node as Node | undefined)?.range ?? ((node as Pair | undefined)?.key as Node | undefined)?.range;
+    return range ? counter.linePos(range[0]).line : 0;
+  };
+  // With prettyErrors off, errors carry offsets (`pos`), not line positions.
+  for (const error of doc.errors) {
+    let offset = error.pos[0];
+    let where = "";
+    // A quote left open is noticed at the end of the file; the line that opened it is the one to fix.
+    if (error.code === "MISSING_CHAR" && /quote/i.test(error.message)) {
+      visit(doc, {
+        Scalar(_, node) {
+          const range = node.range;
+          if (
+            (node.type === "QUOTE_DOUBLE" || node.type === "QUOTE_SINGLE") &&
+            range &&
+            range[0] < offset &&
+            range[1] >= offset
+          ) {
+            offset = range[0];
+            where = " opened on this line";
+          }
+        },
+      });
+    }
+    const line = error.linePos?.[0]?.line ?? counter.linePos(offset).line;
+    problems.error(manifest.display, line, "", `YAML: ${error.message.split("\n")[0]}${where}`);
+  }
+  if (doc.errors.length > 0) return;
+  const root = doc.contents;
+  if (!isMap(root)) {
+    problems.error(
+      manifest.display,
+      lineOf(root as Node),
+      "",
+      "expected a mapping with name, shots, lines, ...",
+    );
+    return;
+  }
+  /** Set by fieldsOf when part of a mapping could not be read. */
+  let unreadable = false;
+  const fieldsOf = (map: YAMLMap): Fields => {
+    const fields: Fields = new Map();
+    const merged: Fields = new Map();
+    for (const pair of map.items) {
+      const key = keyOf(pair);
+      if (key === "<<") {
+        // Merged fields keep the lines where the anchor wrote them; the row's own keys win.
+        const sources = isSeq(pair.value) ? pair.value.items : [pair.value];
+        for (const source of sources.map(deref)) {
+          if (!isMap(source)) {
+            problems.error(
+              manifest.display,
+              lineOf(pair),
+              "<<",
+              "expected an alias of a mapping (<<: *name)",
+            );
+            unreadable = true;
+            continue;
+          }
+          for (const [name, located] of fieldsOf(source)) if (!merged.has(name)) merged.set(name, located);
+        }
+        continue;
+      }
+      const valueNode = pair.value as Node | null;
+      const value = jsOf(valueNode);
+      // A field is where its key is (a block list or mapping starts on the next line).
+      const located: Located = { value, line: lineOf(pair) || lineOf(valueNode), fromCsv: false };
+      if (isSeq(valueNode) || isMap(valueNode)) {
+        const paths: Record<string, number> = {};
+        nestedLines(valueNode, "", paths);
+        located.paths = paths;
+      }
+      fields.set(key, located);
+    }
+    for (const [name, located] of merged) if (!fields.has(name)) fields.set(name, located);
+    return fields;
+  };
+  /** `[2]` and `[2].value` of a list of mappings, each with its own line. */
+  const nestedLines = (node: Node, prefix: string, out: Record<string, number>): void => {
+    if (isSeq(node)) {
+      node.items.forEach((item, i) => {
+        const path = `${prefix}[${i}]`;
+        out[path] = lineOf(item as Node);
+        if (isSeq(item) || isMap(item)) nestedLines(item, path, out);
+      });
+    } else if (isMap(node)) {
+      for (const pair of node.items) {
+        const key = keyOf(pair);
+        const path = `${prefix}.${key}`;
+        const value = pair.value as Node | null;
+        out[path] = lineOf(value) || lineOf(pair);
+        if (value && (isSeq(value) || isMap(value))) nestedLines(value, path, out);
+      }
+    }
+  };
+
+  for (const pair of root.items) {
+    const key = keyOf(pair);
+    const node = pair.value as Node | null;
+    const line = lineOf(pair) || lineOf(node);
+    // `x-...` keys hold YAML anchors for the rows (as in Compose files); they are not read.
+    if (key.startsWith("x-")) continue;
+    if (!(TOP_LEVEL_FIELDS as readonly string[]).includes(key)) {
+      problems.error(
+        manifest.display,
+        lineOf(pair),
+        key,
+        `unknown field${didYouMean(key, TOP_LEVEL_FIELDS)}`,
+      );
+      continue;
+    }
+    if (key === "shots" || key === "lines") {
+      const kind: RowKind = key === "shots" ? "shot" : "line";
+      const target = kind === "shot" ? manifest.shots : manifest.lines;
+      if (isScalar(node) && typeof node.value === "string") {
+        // A CSV file of rows, relative to the manifest.
+        const csvPath = resolve(manifest.dir, node.value);
+        const csvDisplay = displayPath(csvPath, cwd);
+        const where = { file: manifest.display, line, field: key, prefix: `${node.value}: ` };
+        const csvText = await readText(csvPath, where, problems);
+        if (csvText !== undefined) target.push(...csvRows(csvText, csvDisplay, kind, problems));
+      } else if (isSeq(node)) {
+        for (const written of node.items) {
+          const item = deref(written);
+          if (!isMap(item)) {
+            problems.error(
+              manifest.display,
+              lineOf(written as Node),
+              key,
+              `expected each ${kind} to be a mapping`,
+            );
+            continue;
+          }
+          unreadable = false;
+          const fields = fieldsOf(item);
+          target.push({
+            kind,
+            file: manifest.display,
+            line: lineOf(written as Node),
+            fields,
+            ...(unreadable ? { unreadable } : {}),
+          });
+        }
+      } else if (node !== null) {
+        problems.error(manifest.display, line, key, `expected a CSV file path or a list of ${key}`);
+      }
+      continue;
+    }
+    if (key === "defaults") {
+      if (!isMap(node)) {
+        if (node !== null)
+          problems.error(manifest.display, line, key, "expected a mapping with shot and line");
+        continue;
+      }
+      for (const d of node.items) {
+        const which = keyOf(d);
+        if (which !== "shot" && which !== "line") {
+          problems.error(
+            manifest.display,
+            lineOf(d),
+            `defaults.${which}`,
+            `unknown field${didYouMean(which, ["shot", "line"])}`,
+          );
+          continue;
+        }
+        if (isMap(d.value)) manifest.defaults[which] = fieldsOf(d.value);
+        else if (d.value !== null) {
+          problems.error(
+            manifest.display,
+            lineOf(d),
+            `defaults.${which}`,
+            "expected a mapping of field: value",
+          );
+        }
+      }
+      continue;
+    }
+    const value = jsOf(node);
+    const located: Located = { value, line, fromCsv: false };
+    if (isSeq(node) || isMap(node)) {
+      located.paths = {};
+      nestedLines(node, "", located.paths);
+    }
+    manifest.top.set(key, located);
+  }
+}
+
+/** CSV rows; `kind` undefined means a bare CSV manifest whose `kind` column says shot or line. */
+export function csvRows(
+  text: string,
+  display: string,
+  kind: RowKind | undefined,
+  problems: Problems,
+): RawRow[] {
+  let parsed: Array<{ record: string[]; info: { bytes: number } }>;
+  const startLine = lineStarts(text);
+  try {
+    parsed = parseCsv(text, {
+      bom: true,
+      info: true,
+      relax_column_count: true,
+      skip_empty_lines: true,
+      trim: true,
+    }) as unknown as Array<{ record: string[]; info: { bytes: number } }>;
+  } catch (error) {
+    const e = error as Error & { code?: string; lines?: number; bytes_records?: number };
+    // An unclosed quote runs to the end of the file; the record it opened is where to look.
+    const line =
+      e.code === "CSV_QUOTE_NOT_CLOSED" && e.bytes_records !== undefined
+        ? startLine(e.bytes_records)
+        : (e.lines ?? 0);
+    problems.error(display, line, "", `CSV: ${e.message}`);
+    return [];
+  }
+  // csv-parse counts a record's line where it ends (a quoted cell may span lines, and CRLF files
+  // are miscounted); the line where each record starts comes from its byte offset instead.
+  let end = 0;
+  const records = parsed.map(({ record, info }) => {
+    const line = startLine(end);
+    end = info.bytes;
+    return { record, line };
+  });
+  const [head, ...rest] = records;
+  if (!head) {
+    problems.error(display, 0, "", "the CSV file is empty (expected a header row)");
+    return [];
+  }
+  // Spreadsheets export rows of empty cells (",,,") below the data; they are not rows.
+  const body = rest.filter(({ record }) => record.some((cell) => cell !== ""));
+  const header = head.record.map((h) => h.trim());
+  const seen = new Set<string>();
+  // Unknown columns are reported once, at the header, and their cells ignored.
+  const known = [
+    ...(kind !== "line" ? Object.keys(SHOT_FIELDS) : []),
+    ...(kind !== "shot" ? Object.keys(LINE_FIELDS) : []),
+    "kind",
+  ];
+  const ignored = new Set<number>();
+  header.forEach((name, i) => {
+    if (name && seen.has(name))
+      problems.error(display, head.line, name, "column appears twice in the header");
+    seen.add(name);
+    if (name && !known.includes(name) && !(name.startsWith("vars.") && name.length > 5)) {
+      const what = kind ? `${kind} field` : "field";
+      problems.error(
+        display,
+        head.line,
+        name,
+        `unknown column: no such ${what}${didYouMean(name, [...new Set(known)])}`,
+      );
+      ignored.add(i);
+    }
+  });
+  const rows: RawRow[] = [];
+  for (const { record, line } of body) {
+    if (record.length > header.length) {
+      problems.error(display, line, "", `expected ${header.length} columns, got ${record.length}`);
+      continue;
+    }
+    const fields: Fields = new Map();
+    record.forEach((cell, i) => {
+      if (ignored.has(i)) return;
+      const name = header[i] ?? "";
+      // An empty cell means "not set": defaults apply.
+      if (cell === "") return;
+      if (name === "") {
+        problems.error(display, line, `column ${i + 1}`, "a value in a column without a header");
+        return;
+      }
+      fields.set(name, { value: cell, line, fromCsv: true });
+    });
+    let rowKind = kind;
+    const kindCell = fields.get("kind");
+    if (kind === undefined) {
+      fields.delete("kind");
+      const value = String(kindCell?.value ?? "");
+      if (value !== "shot" && value !== "line") {
+        problems.error(
+          display,
+          line,
+          "kind",
+          kindCell
+            ? `expected "shot" or "line", got ${JSON.stringify(value)}`
+            : 'is required in a bare CSV manifest ("shot" or "line")',
+        );
+        continue;
+      }
+      rowKind = value;
+    } else if (kindCell) {
+      fields.delete("kind");
+      if (kindCell.value !== kind) {
+        problems.error(
+          display,
+          line,
+          "kind",
+          `this file holds ${kind}s, got ${JSON.stringify(kindCell.value)}`,
+        );
+        continue;
+      }
+    }
+    rows.push({ kind: rowKind as RowKind, file: display, line, fields });
+  }
+  return rows;
+}
+
+/**
+ * Line numbers from byte offsets of `text` (UTF-8, BOM included, as csv-parse counts): the line of
+ * the first character at or after `offset` that is not a line break, space, tab or BOM. Offsets
+ * must not decrease from one call to the next.
+ */
+function lineStarts(text: string): (offset: number) => number {
+  const bytes = Buffer.from(text, "utf8");
+  let pos = 0;
+  let line = 1;
+  return (offset: number) => {
+    let at = Math.max(offset, pos);
+    if (at === 0 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) at = 3;
+    while (
+      at < bytes.length &&
+      (bytes[at] === 0x0a || bytes[at] === 0x0d || bytes[at] === 0x20 || bytes[at] === 0x09)
+    ) {
+      at++;
+    }
+    for (; pos < at; pos++) {
+      const b = bytes[pos];
+      if (b === 0x0a || (b === 0x0d && bytes[pos + 1] !== 0x0a)) line++;
+    }
+    return line;
+  };
+}

@@ -1,0 +1,182 @@
+// `plan`: load and check a manifest, estimate every job's points, and, when the services are
+// reachable, check voices and skills against them and the total against the balance and budget.
+// Never creates a task.
+import type { PointsSummary } from "../api/common.js";
+import type { Clients } from "../api/index.js";
+import type { ResolutionTier } from "../api/video.js";
+import { type Job, type LoadedManifest, loadManifest, type Problem } from "../manifest/index.js";
+
+export interface PlanOptions {
+  manifest: string;
+  cwd?: string;
+  /** When given, prices, balance, voices and skills are read from the services. */
+  clients?: Pick<Clients, "video" | "speech">;
+  /** Points per 10 counted characters when the service cannot be asked. */
+  speechPrice?: number;
+  signal?: AbortSignal;
+}
+
+export interface PlanResult extends LoadedManifest {
+  points: { video: number; speech: number | null; total: number | null };
+  counts: { video: number; speech: number; total: number };
+  byResolution: Partial<Record<ResolutionTier, { jobs: number; points: number }>>;
+  speechPrice: { value: number | null; source: "service" | "option" | "unknown"; countedChars: number };
+  balance?: PointsSummary;
+  budget?: number;
+  /** Whether the total fits both the balance (when known) and the budget (when set). */
+  fits?: boolean;
+}
+
+export async function plan(options: PlanOptions): Promise<PlanResult> {
+  const call = options.signal ? { signal: options.signal } : {};
+  let speechPrice: PlanResult["speechPrice"] = { value: null, source: "unknown", countedChars: 0 };
+  let balance: PointsSummary | undefined;
+  const serviceProblems: Problem[] = [];
+  const optionProblems: Problem[] = [];
+  if (options.clients) {
+    const [pricing, summary] = await Promise.all([
+      options.clients.speech.pricing(call),
+      options.clients.video.pointsSummary(call),
+    ]);
+    balance = summary;
+    speechPrice = { value: pricing.costs.text_to_speech, source: "service", countedChars: 0 };
+    if (!pricing.enabled) {
+      serviceProblems.push({
+        severity: "error",
+        file: options.manifest,
+        line: 0,
+        field: "",
+        message: "speech billing is disabled on the service: no speech task can be created",
+      });
+    }
+  } else if (options.speechPrice !== undefined) {
+    if (Number.isFinite(options.speechPrice) && options.speechPrice >= 0) {
+      speechPrice = { value: options.speechPrice, source: "option", countedChars: 0 };
+    } else {
+      optionProblems.push({
+        severity: "error",
+        file: "--speech-price",
+        line: 0,
+        field: "",
+        message: `expected points per 10 counted characters (a number >= 0), got ${options.speechPrice}`,
+      });
+    }
+  }
+
+  const loaded = await loadManifest(options.manifest, {
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    ...(speechPrice.value !== null ? { speechPrice: speechPrice.value } : {}),
+  });
+  const errors = [...optionProblems, ...loaded.errors];
+  if (options.clients && loaded.manifest) {
+    errors.push(
+      ...(await serviceChecks(
+        loaded.jobs,
+        loaded.manifest.skills.map((s) => s.name),
+        options.clients,
+        call,
+      )),
+    );
+  }
+  const lines = loaded.jobs.filter((j) => j.kind === "speech");
+  if (lines.length > 0) errors.push(...serviceProblems);
+
+  let video = 0;
+  let speech: number | null = 0;
+  const byResolution: PlanResult["byResolution"] = {};
+  for (const job of loaded.jobs) {
+    if (job.kind === "video") {
+      video += job.points ?? 0;
+      const entry = byResolution[job.tier] ?? { jobs: 0, points: 0 };
+      byResolution[job.tier] = entry;
+      entry.jobs += 1;
+      entry.points += job.points ?? 0;
+    } else {
+      speechPrice.countedChars += job.countedChars;
+      speech = job.points === null || speech === null ? null : speech + job.points;
+    }
+  }
+  const total = speech === null ? null : video + speech;
+  const budget = loaded.manifest?.maxPoints;
+  let fits: boolean | undefined;
+  if (total !== null && (balance !== undefined || budget !== undefined)) {
+    fits =
+      (balance === undefined || total <= balance.available_points) &&
+      (budget === undefined || total <= budget);
+  }
+  return {
+    ...loaded,
+    errors,
+    points: { video, speech, total },
+    counts: { video: loaded.jobs.length - lines.length, speech: lines.length, total: loaded.jobs.length },
+    byResolution,
+    speechPrice,
+    ...(balance ? { balance } : {}),
+    ...(budget !== undefined ? { budget } : {}),
+    ...(fits !== undefined ? { fits } : {}),
+  };
+}
+
+/** What only the service can answer: do the named voices and skills exist? */
+async function serviceChecks(
+  jobs: readonly Job[],
+  manifestSkills: readonly string[],
+  clients: Pick<Clients, "video" | "speech">,
+  call: { signal?: AbortSignal },
+): Promise<Problem[]> {
+  const problems: Problem[] = [];
+  const wantsPreset = jobs.some((j) => j.kind === "speech" && j.voice.source === "preset");
+  const wantsCustom = jobs.some((j) => j.kind === "speech" && j.voice.source === "custom");
+  const externalSkills = new Set(
+    jobs.flatMap((j) =>
+      j.kind === "video" && j.skill && !manifestSkills.includes(j.skill.name) ? [j.skill.name] : [],
+    ),
+  );
+  const [preset, custom, skills] = await Promise.all([
+    wantsPreset ? clients.speech.listVoices("preset", call) : [],
+    wantsCustom ? clients.speech.listVoices("custom", call) : [],
+    (async () => {
+      if (externalSkills.size === 0) return [];
+      const all = [];
+      for await (const s of clients.video.listSkills({}, call)) all.push(s);
+      return all;
+    })(),
+  ]);
+  const ids = {
+    preset: new Set(preset.map((v) => v.voice_id)),
+    custom: new Set(custom.map((v) => v.voice_id)),
+  };
+  for (const job of jobs) {
+    if (job.kind === "speech" && (job.voice.source === "preset" || job.voice.source === "custom")) {
+      if (!ids[job.voice.source].has(job.voice.voiceId)) {
+        problems.push({
+          severity: "error",
+          file: job.file,
+          line: job.line,
+          field: "voice",
+          message: `the service has no ${job.voice.source} voice ${JSON.stringify(job.voice.voiceId)} (see clapper voices list${job.voice.source === "custom" ? " --custom" : ""})`,
+        });
+      }
+    }
+    if (job.kind === "video" && job.skill && externalSkills.has(job.skill.name)) {
+      const found = skills.some((s) => s.id === job.skill?.name || s.name === job.skill?.name);
+      if (!found) {
+        problems.push({
+          severity: "error",
+          file: job.file,
+          line: job.line,
+          field: "skill",
+          message: `no skill ${JSON.stringify(job.skill.name)} in the manifest's skills or on the service (see clapper skills list)`,
+        });
+      }
+    }
+  }
+  // One message per row, however many takes it has.
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const key = `${p.file}:${p.line}:${p.field}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}

@@ -1,0 +1,824 @@
+// `run`: the whole pipeline over a manifest. Plan, pre-flight (balance, budget, skills, voices),
+// then every job under its service's limits: reserve in the run's ledger, write the intent,
+// create, follow, collect, settle. Every state change goes through the journal first, so a
+// process killed at any instant resumes without paying twice.
+import { createHash, randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
+import { mkdir, readFile, rename } from "node:fs/promises";
+import { dirname, extname, isAbsolute, join, resolve } from "node:path";
+import type { Logger } from "pino";
+import {
+  AuthenticationError,
+  ClapperApiError,
+  type Clients,
+  InsufficientPointsError,
+  NotFoundError,
+  PermissionError,
+  RateLimitError,
+  ValidationError,
+} from "../api/index.js";
+import type { SpeechTask } from "../api/speech.js";
+import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
+import { Journal } from "../engine/journal.js";
+import { LocalLedger } from "../engine/ledger.js";
+import { ServiceGate, type ServiceLimits } from "../engine/limiter.js";
+import { acquireLock, type Lock, LockHeldError } from "../engine/lock.js";
+import {
+  applyRecord,
+  initialState,
+  type JobState,
+  openAttempt,
+  type RunRecord,
+  type RunState,
+} from "../engine/state.js";
+import { DEFAULT_TRACK_OPTIONS, SpeechPoller, type TrackOptions, VideoPoller } from "../engine/tracker.js";
+import { MediaCheckError, verifyMedia } from "../engine/verify.js";
+import type { Job, Problem, SpeechJob, VideoJob } from "../manifest/index.js";
+import { LocalSink } from "../sinks/local.js";
+import type { Sink } from "../sinks/sink.js";
+import { type PlanResult, plan } from "./plan.js";
+import { buildReport, type Report, writeReports } from "./report.js";
+
+export interface RunOptions {
+  manifest: string;
+  cwd?: string;
+  clients: Clients;
+  /** Output folder (or URI) overriding the manifest's `output`; relative to cwd. */
+  output?: string;
+  /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
+  statePath?: string;
+  maxPoints?: number;
+  /** Job ids (or row ids, or id prefixes like `shot/s02`) to work on; the rest are left as they are. */
+  only?: string[];
+  retryFailed?: boolean;
+  fresh?: boolean;
+  /** Attempts per job in one run, the first included. */
+  maxAttempts?: number;
+  limits?: { video: ServiceLimits; speech: ServiceLimits };
+  track?: Partial<TrackOptions>;
+  /** Aborting stops submissions, saves state and ends the run as interrupted. */
+  signal?: AbortSignal;
+  logger: Logger;
+  onProgress?: (progress: Progress) => void;
+  env?: NodeJS.ProcessEnv;
+  /** Gate shared with the clients' HTTP layer; created here when absent. */
+  gate?: ServiceGate;
+}
+
+export interface Progress {
+  counts: Record<
+    "pending" | "submitting" | "running" | "collecting" | "stored" | "failed" | "cancelled",
+    number
+  >;
+  total: number;
+  reserved: number;
+  spent: number;
+  etaSeconds?: number;
+}
+
+export interface BudgetRow {
+  what: string;
+  points: number;
+}
+
+export interface RunOutcome {
+  exitCode: 0 | 1 | 2 | 3 | 4 | 5;
+  message?: string;
+  errors?: Problem[];
+  warnings?: Problem[];
+  budget?: BudgetRow[];
+  report?: Report;
+  reportUris?: string[];
+  statePath?: string;
+  /** Requests made by the trackers (the run's polling cost). */
+  pollRequests?: number;
+}
+
+export const DEFAULT_LIMITS = {
+  video: { rps: 10, inFlight: 32 },
+  speech: { rps: 10, inFlight: 32 },
+} as const satisfies { video: ServiceLimits; speech: ServiceLimits };
+
+const MIME: Record<string, string> = {
+  ".png": "image/png",
+  ".jpg": "image/jpeg",
+  ".jpeg": "image/jpeg",
+  ".webp": "image/webp",
+  ".gif": "image/gif",
+  ".bmp": "image/bmp",
+  ".mp4": "video/mp4",
+  ".mov": "video/quicktime",
+  ".webm": "video/webm",
+  ".mp3": "audio/mpeg",
+  ".wav": "audio/wav",
+  ".m4a": "audio/mp4",
+  ".flac": "audio/flac",
+  ".ogg": "audio/ogg",
+};
+const MAX_CREATE_BODY = 72 * 1024 * 1024;
+
+/** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
+export function idempotencyKey(
+  name: string,
+  epoch: number,
+  jobId: string,
+  fingerprint: string,
+  attempt: number,
+): string {
+  const digest = createHash("sha256")
+    .update(`${name}\n${epoch}\n${jobId}\n${fingerprint}\n${attempt}`)
+    .digest("hex");
+  return `clapper-${digest.slice(0, 48)}`;
+}
+
+/** Where a job's result goes inside the run's output. */
+export function outputKey(job: Job): string {
+  if (job.kind === "video")
+    return `shots/${job.rowId}${job.take !== undefined ? `-take-${job.take}` : ""}.mp4`;
+  return `lines/${job.rowId}.wav`;
+}
+
+function matchesOnly(job: Job, only: readonly string[]): boolean {
+  return only.some(
+    (o) =>
+      job.id === o ||
+      job.rowId === o ||
+      job.id.startsWith(`${o}/`) ||
+      `${job.kind === "video" ? "shot" : "line"}/${job.rowId}` === o,
+  );
+}
+
+function errorInfo(error: unknown): { code: string; message: string } {
+  if (error instanceof ClapperApiError)
+    return { code: String(error.code ?? error.name), message: error.message };
+  return { code: (error as Error).name ?? "Error", message: (error as Error).message ?? String(error) };
+}
+
+export async function run(options: RunOptions): Promise<RunOutcome> {
+  const cwd = options.cwd ?? process.cwd();
+  let log = options.logger;
+  const signal = options.signal ?? new AbortController().signal;
+
+  let planned: PlanResult;
+  try {
+    planned = await plan({ manifest: options.manifest, cwd, clients: options.clients, signal });
+  } catch (error) {
+    // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
+    if (signal.aborted) return { exitCode: 4, message: "interrupted before anything was submitted" };
+    // A missing, wrong or revoked key is a usage error: nothing was submitted.
+    if (error instanceof AuthenticationError || error instanceof PermissionError) {
+      return { exitCode: 2, message: error.message };
+    }
+    throw error;
+  }
+  if (planned.errors.length > 0 || !planned.manifest) {
+    return { exitCode: 2, errors: planned.errors, warnings: planned.warnings };
+  }
+  const manifest = planned.manifest;
+  const only = options.only;
+  if (only) {
+    const unknown = only.filter((o) => !planned.jobs.some((job) => matchesOnly(job, [o])));
+    if (unknown.length > 0 || only.length === 0) {
+      return {
+        exitCode: 2,
+        message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
+        warnings: planned.warnings,
+      };
+    }
+  }
+  const outputRoot = options.output
+    ? resolve(cwd, options.output)
+    : resolve(manifest.dir, manifest.output ?? "./output");
+  if (/^s3:\/\//i.test(options.output ?? manifest.output ?? "")) {
+    return { exitCode: 2, message: "S3 output is not available yet: use a local folder" };
+  }
+  const sink: Sink = new LocalSink(join(outputRoot, manifest.name));
+  const statePath = options.statePath
+    ? resolve(cwd, options.statePath)
+    : join(manifest.dir, ".clapper", manifest.name, "state.jsonl");
+
+  await mkdir(dirname(statePath), { recursive: true });
+  let lock: Lock;
+  try {
+    lock = await acquireLock(`${statePath}.lock`);
+  } catch (error) {
+    if (error instanceof LockHeldError) return { exitCode: 5, message: error.message, statePath };
+    throw error;
+  }
+  const journalOptions = { path: statePath, initial: initialState, apply: applyRecord };
+  let journal: Journal<RunState, RunRecord> | undefined;
+  const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
+  const stopController = new AbortController();
+  // Every request of every job listens to this signal: thousands of listeners are expected.
+  setMaxListeners(0, stopController.signal);
+  const onAbort = () => stopController.abort(signal.reason);
+  signal.addEventListener("abort", onAbort, { once: true });
+  const video = new VideoPoller(
+    options.clients.video,
+    { ...DEFAULT_TRACK_OPTIONS, ...options.track },
+    stopController.signal,
+  );
+  const speech = new SpeechPoller(
+    options.clients.speech,
+    { ...DEFAULT_TRACK_OPTIONS, ...options.track },
+    stopController.signal,
+  );
+  try {
+    journal = await Journal.open<RunState, RunRecord>(journalOptions);
+    if (options.fresh) {
+      const epoch = journal.state.epoch + 1;
+      await journal.close();
+      await rename(statePath, `${statePath}.before-fresh`).catch(() => undefined);
+      journal = await Journal.open<RunState, RunRecord>(journalOptions);
+      await journal.append(
+        {
+          t: "run",
+          id: randomUUID(),
+          name: manifest.name,
+          manifest: manifest.display,
+          started_at: new Date().toISOString(),
+          epoch,
+        },
+        { durable: true },
+      );
+    }
+    const j = journal;
+    const state = () => j.state;
+    await j.append({
+      t: "run",
+      id: randomUUID(),
+      name: manifest.name,
+      manifest: manifest.display,
+      started_at: new Date().toISOString(),
+    });
+    // Every event of this run carries the run's name and id, so interleaved runs stay apart.
+    log = options.logger.child({ run: manifest.name, run_id: state().run?.id });
+    for (const job of planned.jobs) {
+      await j.append({
+        t: "job",
+        id: job.id,
+        kind: job.kind,
+        fingerprint: job.fingerprint,
+        estimate: job.points ?? 0,
+      });
+    }
+
+    // ---- what is there to do ----
+    const maxAttempts = options.maxAttempts ?? 2;
+    const work: Job[] = [];
+    let newCost = 0;
+    for (const job of planned.jobs) {
+      if (only && !matchesOnly(job, only)) continue;
+      const st = state().jobs[job.id] as JobState;
+      if (st.status === "stored" && st.output?.fingerprint === job.fingerprint) {
+        const found = await sink.stat(outputKey(job));
+        if (found && found.bytes === st.output.bytes) {
+          const earlier = !st.attempts.some((a) => a.campaign === state().campaign);
+          if (earlier && !st.skipped) {
+            await j.append({ t: "skip", id: job.id });
+            log.info({ job: job.id, event: "skipped", uri: st.output.uri }, "unchanged: reusing the stored result");
+          }
+          continue;
+        }
+        log.info({ job: job.id, event: "output-missing" }, "stored output is gone; producing it again");
+      }
+      if ((st.status === "failed" || st.status === "cancelled") && !options.retryFailed) continue;
+      work.push(job);
+      if (!openAttempt(st)) newCost += job.points ?? 0;
+    }
+
+    // ---- budget ----
+    // A resumed run is the same run: what an earlier process of it spent counts against the
+    // budget, and the attempts it left open keep their reservations (the service holds them too).
+    let spentBefore = 0;
+    let openReserved = 0;
+    for (const st of Object.values(state().jobs)) {
+      for (const a of st.attempts) {
+        if (a.spent === undefined) openReserved += a.reserved;
+        else if (a.campaign === state().campaign) spentBefore += a.spent;
+      }
+    }
+    const available = planned.balance?.available_points ?? 0;
+    await j.append({ t: "balance", available });
+    const maxPoints = options.maxPoints ?? manifest.maxPoints;
+    const cap = Math.min(
+      maxPoints === undefined ? Number.POSITIVE_INFINITY : Math.max(0, maxPoints - spentBefore),
+      available + openReserved,
+    );
+    if (newCost + openReserved > cap) {
+      const table: BudgetRow[] = [
+        { what: `estimated cost of ${work.length} job(s) to do`, points: newCost },
+      ];
+      if (openReserved > 0) table.push({ what: "reserved by tasks still running", points: openReserved });
+      table.push({ what: "available points (service balance)", points: available });
+      if (maxPoints !== undefined) table.push({ what: "budget (max_points)", points: maxPoints });
+      if (maxPoints !== undefined && spentBefore > 0)
+        table.push({ what: "already spent in this run", points: spentBefore });
+      table.push({ what: "short by", points: newCost + openReserved - cap });
+      return {
+        exitCode: 3,
+        budget: table,
+        warnings: planned.warnings,
+        statePath,
+        message: "the budget or the balance is too small: nothing was submitted",
+      };
+    }
+    const ledger = new LocalLedger(cap, openReserved);
+
+    // ---- pre-flight: skills and voices ----
+    const skillIds = await syncSkills(options.clients, j, planned.jobs, manifest.skills, signal);
+    const voiceRefs = await prepareVoices(options.clients, j, planned.jobs, signal, log);
+
+    // ---- run the jobs ----
+    let stopSubmitting: string | undefined;
+    const started = Date.now();
+    const progress = (): void => {
+      if (!options.onProgress) return;
+      const counts: Progress["counts"] = {
+        pending: 0,
+        submitting: 0,
+        running: 0,
+        collecting: 0,
+        stored: 0,
+        failed: 0,
+        cancelled: 0,
+      };
+      for (const job of planned.jobs) counts[state().jobs[job.id]?.status ?? "pending"] += 1;
+      const snap = ledger.snapshot();
+      const done = counts.stored + counts.failed + counts.cancelled;
+      const rate = done > 0 ? (Date.now() - started) / 1000 / done : undefined;
+      const left = planned.jobs.length - done;
+      options.onProgress({
+        counts,
+        total: planned.jobs.length,
+        reserved: snap.reserved,
+        spent: snap.spent,
+        ...(rate !== undefined ? { etaSeconds: Math.round(rate * left) } : {}),
+      });
+    };
+    progress();
+
+    const runJob = async (job: Job): Promise<void> => {
+      const st = () => state().jobs[job.id] as JobState;
+      for (;;) {
+        if (stopController.signal.aborted) return;
+        let attempt = openAttempt(st());
+        if (!attempt) {
+          if (stopSubmitting) return;
+          const done = st().attempts.filter((a) => a.campaign === state().campaign).length;
+          if (done >= maxAttempts) return;
+          const estimate = job.points ?? 0;
+          if (!(await ledger.tryReserve(estimate))) {
+            stopSubmitting ??= "the run's points cap was reached";
+            return;
+          }
+          const n = st().attempts.length + 1;
+          const key = idempotencyKey(manifest.name, state().epoch, job.id, job.fingerprint, n);
+          // Write-ahead: the intent is on disk before the request can reach the service.
+          await j.append({ t: "intent", id: job.id, n, key, reserved: estimate }, { durable: true });
+          log.info({ job: job.id, event: "submitting", attempt: n, reserved: estimate }, "creating the task");
+          attempt = openAttempt(st());
+          if (!attempt) return;
+        }
+        const n = attempt.n;
+        if (!attempt.taskId) {
+          if (stopSubmitting) return;
+          let taskId: string;
+          try {
+            taskId = await createTask(
+              options.clients,
+              job,
+              attempt.key,
+              skillIds,
+              voiceRefs,
+              stopController.signal,
+            );
+          } catch (error) {
+            if (stopController.signal.aborted) return;
+            if (error instanceof InsufficientPointsError) {
+              stopSubmitting ??= `the service refused for insufficient points: ${error.message}`;
+              await settle(job, n, attempt.reserved, 0, errorInfo(error));
+              log.warn({ job: job.id, event: "insufficient-points" }, error.message);
+              return;
+            }
+            if (
+              error instanceof ValidationError ||
+              error instanceof MaterialError ||
+              (error instanceof ClapperApiError &&
+                error.status !== undefined &&
+                error.status < 500 &&
+                !(error instanceof RateLimitError))
+            ) {
+              await settle(job, n, attempt.reserved, 0, errorInfo(error));
+              await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
+              log.error(
+                { job: job.id, event: "refused", error: errorInfo(error) },
+                "the service refused the create",
+              );
+              progress();
+              return;
+            }
+            // Unknown outcome (connection lost, 5xx after retries): keep the intent; the next run re-sends it.
+            log.warn(
+              { job: job.id, event: "create-unknown", error: errorInfo(error) },
+              "create outcome unknown; will resume",
+            );
+            return;
+          }
+          await j.append({ t: "created", id: job.id, n, task_id: taskId }, { durable: true });
+          log.info({ job: job.id, event: "created", task_id: taskId, attempt: n }, "task created");
+          progress();
+        }
+        const taskId = st().attempts.find((a) => a.n === n)?.taskId as string;
+
+        let final: VideoTask | SpeechTask;
+        try {
+          final = await follow(job, taskId, n);
+        } catch (error) {
+          if (stopController.signal.aborted) return;
+          if (error instanceof NotFoundError) {
+            // Never recreated silently: it may have run and been paid for.
+            await settle(job, n, attempt.reserved, 0, {
+              code: "task_not_found",
+              message: `task ${taskId} is not known to the service any more`,
+            });
+            await j.append({
+              t: "failed",
+              id: job.id,
+              error: {
+                code: "task_not_found",
+                message: `task ${taskId} is not known to the service any more; run with --retry-failed to create a new one`,
+              },
+            });
+            progress();
+            return;
+          }
+          log.warn(
+            { job: job.id, event: "track-error", error: errorInfo(error) },
+            "could not follow the task; will resume",
+          );
+          return;
+        }
+
+        if (final.status === "succeeded") {
+          const spent =
+            job.kind === "video" ? videoCost(job, final as VideoTask) : (final as SpeechTask).point_cost;
+          await settle(job, n, attempt.reserved, spent);
+          try {
+            await collect(job, final, n);
+          } catch (error) {
+            if (stopController.signal.aborted) return;
+            await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
+            log.error(
+              { job: job.id, event: "collect-failed", error: errorInfo(error) },
+              "the result could not be stored",
+            );
+          }
+          progress();
+          return;
+        }
+        if (final.status === "cancelled") {
+          await settle(job, n, attempt.reserved, 0, {
+            code: "cancelled",
+            message: `task ${taskId} was cancelled`,
+          });
+          await j.append({ t: "cancelled", id: job.id });
+          log.warn({ job: job.id, event: "cancelled", task_id: taskId }, "task cancelled");
+          progress();
+          return;
+        }
+        const error =
+          job.kind === "video"
+            ? {
+                code: String((final as VideoTask).error?.code ?? "task_failed"),
+                message: String((final as VideoTask).error?.message ?? "the task failed"),
+              }
+            : { code: "task_failed", message: (final as SpeechTask).error_message || "the task failed" };
+        await settle(job, n, attempt.reserved, 0, error);
+        log.warn({ job: job.id, event: "task-failed", attempt: n, error }, "task failed");
+        const tried = st().attempts.filter((a) => a.campaign === state().campaign).length;
+        if (tried >= maxAttempts || stopSubmitting) {
+          await j.append({ t: "failed", id: job.id, error });
+          log.error({ job: job.id, event: "failed", attempts: tried, error }, "job failed");
+          progress();
+          return;
+        }
+      }
+    };
+
+    const settle = async (
+      job: Job,
+      n: number,
+      reserved: number,
+      spent: number,
+      error?: { code: string; message: string },
+    ) => {
+      await j.append({ t: "settled", id: job.id, n, spent, ...(error ? { error } : {}) }, { durable: true });
+      await ledger.settle(reserved, spent);
+    };
+
+    const follow = (job: Job, taskId: string, n: number): Promise<VideoTask | SpeechTask> => {
+      let last: string | undefined;
+      const onUpdate = (task: VideoTask | SpeechTask) => {
+        if (task.status !== last) {
+          last = task.status;
+          void j.append({ t: "task", id: job.id, n, status: task.status });
+          log.info({ job: job.id, event: "status", task_id: taskId, status: task.status }, "task status");
+          progress();
+        }
+      };
+      const createdAt = Math.floor(Date.now() / 1000);
+      return job.kind === "video"
+        ? video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void)
+        : speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
+    };
+
+    const collect = async (job: Job, task: VideoTask | SpeechTask, n: number): Promise<void> => {
+      const key = outputKey(job);
+      const taskId = job.kind === "video" ? (task as VideoTask).id : (task as SpeechTask).task_id;
+      let url = job.kind === "video" ? (task as VideoTask).content?.url : (task as SpeechTask).output_url;
+      for (let tries = 1; ; tries++) {
+        if (!url) url = await freshUrl(options.clients, job, taskId);
+        try {
+          const res = await options.clients.http.download(url, {
+            signal: stopController.signal,
+            what: `download ${job.id}`,
+          });
+          const written = await sink.write(key, res.body, {
+            ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
+            contentType: job.kind === "video" ? "video/mp4" : "audio/wav",
+            metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
+            signal: stopController.signal,
+          });
+          const local = sink.localPath?.(key);
+          if (local) await verifyMedia(local, job.kind, job.kind === "video" ? job.duration : undefined);
+          await j.append(
+            {
+              t: "stored",
+              id: job.id,
+              output: {
+                uri: written.uri,
+                bytes: written.bytes,
+                sha256: written.sha256,
+                fingerprint: job.fingerprint,
+              },
+            },
+            { durable: true },
+          );
+          log.info(
+            { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
+            "result stored",
+          );
+          return;
+        } catch (error) {
+          if (stopController.signal.aborted || tries >= 3) throw error;
+          // An expired or refused URL is fetched again through the task; a broken file is downloaded again.
+          const expired =
+            error instanceof ClapperApiError &&
+            (error.status === 403 || error.status === 404 || error.status === 410);
+          if (expired || error instanceof MediaCheckError) url = undefined;
+          log.warn(
+            { job: job.id, event: "download-retry", error: errorInfo(error) },
+            "download failed; trying again",
+          );
+        }
+      }
+    };
+
+    // Video and speech each run under their own in-flight limit; all jobs start together.
+    await Promise.all(
+      work.map((job) => {
+        const limiter = job.kind === "video" ? gate.video : gate.speech;
+        return limiter
+          .tasks(() => runJob(job))
+          .catch((error) => {
+            log.error({ job: job.id, event: "job-error", error: errorInfo(error) }, "unexpected error");
+          });
+      }),
+    );
+
+    // ---- report ----
+    const interrupted = signal.aborted;
+    // With --only, the run is about the jobs it was asked to do; the others are listed as they stand.
+    const selected = only ? planned.jobs.filter((job) => matchesOnly(job, only)).map((job) => job.id) : undefined;
+    const report = buildReport({
+      state: state(),
+      jobs: planned.jobs,
+      manifest: manifest.display,
+      name: manifest.name,
+      interrupted,
+      ...(selected ? { selected } : {}),
+      balanceAfter: interrupted
+        ? undefined
+        : (await options.clients.video.pointsSummary().catch(() => undefined))?.available_points,
+      ...(stopSubmitting ? { note: stopSubmitting } : {}),
+    });
+    const reportUris = await writeReports(sink, report, options.env ?? process.env);
+    if (!interrupted)
+      await j.append(
+        { t: "finish", finished_at: report.run.finished_at ?? new Date().toISOString() },
+        { durable: true },
+      );
+    const exitCode = interrupted ? 4 : report.run.status === "succeeded" ? 0 : 1;
+    return {
+      exitCode,
+      report,
+      reportUris,
+      statePath,
+      warnings: planned.warnings,
+      pollRequests: video.requests + speech.requests,
+      ...(stopSubmitting ? { message: stopSubmitting } : {}),
+    };
+  } catch (error) {
+    // Interrupted during the pre-flight (skills, voices): nothing was submitted; the journal holds what was done.
+    if (signal.aborted) return { exitCode: 4, message: "interrupted: state saved; run again to resume", statePath };
+    throw error;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    stopController.abort();
+    if (!options.gate) await gate.stop();
+    await journal?.close();
+    await lock.release();
+  }
+}
+
+/** What a succeeded video actually cost: the base price when an upscale fell back to 768P. */
+export function videoCost(job: VideoJob, task: VideoTask): number {
+  const fellBack = UPSCALE_TIERS.includes(job.tier) && task.resolution === "768P";
+  return fellBack ? basePoints(job.duration) : (job.points ?? 0);
+}
+
+export class MaterialError extends Error {
+  override name = "MaterialError";
+}
+
+/** Local materials travel as Data URLs until S3 staging exists; the body limit is checked first. */
+async function videoBody(job: VideoJob, skillIds: Map<string, string>) {
+  const content = [...job.request.content];
+  let total = 0;
+  for (const { contentIndex, ref } of job.materials) {
+    const item = content[contentIndex];
+    if (!item || item.type === "text") continue;
+    let url: string;
+    if (ref.source === "url") url = ref.url;
+    else if (ref.source === "s3") throw new MaterialError(`${ref.uri}: s3:// materials need S3 configured`);
+    else {
+      const data = await readFile(ref.path);
+      const mime = MIME[extname(ref.path).toLowerCase()] ?? "application/octet-stream";
+      url = `data:${mime};base64,${data.toString("base64")}`;
+    }
+    total += url.length;
+    const field = item.type;
+    content[contentIndex] = { ...item, [field]: { url } } as typeof item;
+  }
+  if (total > MAX_CREATE_BODY - 64 * 1024) {
+    throw new MaterialError(
+      `${job.id}: the materials make the request ${Math.ceil(total / 1024 / 1024)} MiB as Data URLs, over the service's 72 MiB body limit; configure S3 so they can be staged`,
+    );
+  }
+  const skillId = job.skill ? (skillIds.get(job.skill.name) ?? job.skill.name) : undefined;
+  return { ...job.request, content, ...(skillId ? { skill_id: skillId } : {}) };
+}
+
+function speechBody(
+  job: SpeechJob,
+  voices: Map<string, { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }>,
+) {
+  const voice =
+    job.voice.source === "file"
+      ? voices.get(voiceHash(job))
+      : { source: job.voice.source, voice_id: job.voice.voiceId };
+  if (!voice) throw new MaterialError(`${job.id}: the reference voice was not uploaded`);
+  return { ...job.request, voice };
+}
+
+async function createTask(
+  clients: Clients,
+  job: Job,
+  key: string,
+  skillIds: Map<string, string>,
+  voices: Map<string, { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }>,
+  signal: AbortSignal,
+): Promise<string> {
+  if (job.kind === "video") {
+    return clients.video.createTask((await videoBody(job, skillIds)) as never, {
+      idempotencyKey: key,
+      signal,
+    });
+  }
+  return clients.speech.createTask(speechBody(job, voices) as never, { idempotencyKey: key, signal });
+}
+
+async function freshUrl(clients: Clients, job: Job, taskId: string): Promise<string> {
+  if (job.kind === "video") {
+    const task = await clients.video.getTask(taskId);
+    if (!task.content?.url)
+      throw new MediaCheckError(`task ${taskId} has no result URL (status ${task.status})`);
+    return task.content.url;
+  }
+  const task = await clients.speech.getTask(taskId);
+  if (!task.output_url)
+    throw new MediaCheckError(
+      `task ${taskId} has no result URL (status ${task.status}); results are kept 7 days`,
+    );
+  return task.output_url;
+}
+
+function voiceHash(job: SpeechJob): string {
+  return job.voice.source === "file"
+    ? `${job.voice.sha256}${job.voice.saveAs ? `:${job.voice.saveAs}` : ""}`
+    : "";
+}
+
+/** Manifest skills become custom skills by name before the run (created or updated once). */
+async function syncSkills(
+  clients: Clients,
+  j: Journal<RunState, RunRecord>,
+  jobs: readonly Job[],
+  skills: ReadonlyArray<{ name: string; file?: string; sha256?: string }>,
+  signal: AbortSignal,
+): Promise<Map<string, string>> {
+  const ids = new Map<string, string>();
+  const used = new Set(jobs.flatMap((job) => (job.kind === "video" && job.skill ? [job.skill.name] : [])));
+  const wanted = skills.filter((s) => s.file && used.has(s.name));
+  let existing: Array<{ id: string; name: string; official: boolean; content: string }> | undefined;
+  for (const skill of wanted) {
+    const known = j.state.skills[skill.name];
+    if (known && known.sha256 === skill.sha256) {
+      ids.set(skill.name, known.id);
+      continue;
+    }
+    const text = await readFile(skill.file as string, "utf8");
+    const content = text.replace(/^---\r?\n[\s\S]*?\r?\n---\r?\n?/, "");
+    if (!existing) {
+      existing = [];
+      for await (const s of clients.video.listSkills({}, { signal })) existing.push(s);
+    }
+    const same = existing.find((s) => !s.official && s.name === skill.name);
+    const result = same
+      ? await clients.video.updateSkill(same.id, { name: skill.name, content }, { signal })
+      : await clients.video.createSkill({ name: skill.name, content }, { signal });
+    await j.append(
+      { t: "skill", name: skill.name, id: result.id, sha256: skill.sha256 as string },
+      { durable: true },
+    );
+    ids.set(skill.name, result.id);
+  }
+  return ids;
+}
+
+/** Reference audio files become assets (or custom voices when saved), once per content hash. */
+async function prepareVoices(
+  clients: Clients,
+  j: Journal<RunState, RunRecord>,
+  jobs: readonly Job[],
+  signal: AbortSignal,
+  log: Logger,
+): Promise<Map<string, { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }>> {
+  const { uploadReferenceAudio } = await import("../api/index.js");
+  const refs = new Map<
+    string,
+    { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }
+  >();
+  for (const job of jobs) {
+    if (job.kind !== "speech" || job.voice.source !== "file") continue;
+    const hash = voiceHash(job);
+    if (refs.has(hash)) continue;
+    const known = j.state.voices[hash];
+    if (job.voice.saveAs) {
+      if (known?.voice_id) {
+        refs.set(hash, { source: "custom", voice_id: known.voice_id });
+        continue;
+      }
+      const asset = await uploadReferenceAudio(clients.http, clients.speech, job.voice.path, { signal });
+      const key = `clapper-voice-${createHash("sha256").update(hash).digest("hex").slice(0, 48)}`;
+      const voice = await clients.speech.createVoice(
+        { asset_id: asset.asset_id, name: job.voice.saveAs },
+        { idempotencyKey: key, signal },
+      );
+      await j.append(
+        { t: "voice", hash, asset_id: asset.asset_id, voice_id: voice.voice_id },
+        { durable: true },
+      );
+      log.info(
+        { event: "voice-created", voice_id: voice.voice_id, name: job.voice.saveAs },
+        "custom voice created",
+      );
+      refs.set(hash, { source: "custom", voice_id: voice.voice_id });
+      continue;
+    }
+    // Unused assets expire after 7 days: one uploaded by an earlier run is uploaded again.
+    const asset = await uploadReferenceAudio(clients.http, clients.speech, job.voice.path, { signal });
+    await j.append({ t: "voice", hash, asset_id: asset.asset_id }, { durable: true });
+    refs.set(hash, { source: "asset", asset_id: asset.asset_id });
+  }
+  return refs;
+}
+
+export function defaultStatePath(manifestDir: string, name: string): string {
+  return join(manifestDir, ".clapper", name, "state.jsonl");
+}
+
+export function isAbsoluteUri(value: string): boolean {
+  return isAbsolute(value) || /^[a-z][a-z0-9+.-]*:\/\//i.test(value);
+}

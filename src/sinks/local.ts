@@ -1,0 +1,139 @@
+// A folder on disk. Each object is written to a temporary name beside its target, flushed to disk
+// and renamed into place when complete, hashed and counted on the way. A temporary file left by a
+// writer that was killed is removed the next time its key is written.
+import { createHash, randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdir, open, readdir, rename, stat, unlink, writeFile } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import { type Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
+
+/** Passes bytes through while hashing and counting them. */
+export function hashing(): { stream: Transform; result: () => { bytes: number; sha256: string } } {
+  const hash = createHash("sha256");
+  let bytes = 0;
+  const stream = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  return { stream, result: () => ({ bytes, sha256: hash.digest("hex") }) };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** `.NAME.PID.RANDOM.partial`: the writer's pid tells a file still being written from a leftover. */
+function tempName(target: string): string {
+  return join(
+    dirname(target),
+    `.${basename(target)}.${process.pid}.${randomBytes(6).toString("hex")}.partial`,
+  );
+}
+
+/** Removes temporary files of `target` whose writer is gone (killed mid-write). */
+async function removeLeftovers(target: string): Promise<void> {
+  const prefix = `.${basename(target)}.`;
+  let names: string[];
+  try {
+    names = await readdir(dirname(target));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith(".partial")) continue;
+    const pid = Number(name.slice(prefix.length).split(".")[0]);
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
+    await unlink(join(dirname(target), name)).catch(() => undefined);
+  }
+}
+
+/** Flushes a file's data (or a folder's entries) to disk, so that a reboot keeps what was recorded. */
+async function flush(path: string, flags: "r+" | "r"): Promise<void> {
+  const handle = await open(path, flags);
+  try {
+    await (flags === "r" ? handle.sync() : handle.datasync());
+  } catch (error) {
+    // Some file systems cannot sync a folder; the data itself was flushed.
+    if (flags === "r+") throw error;
+  } finally {
+    await handle.close();
+  }
+}
+
+export class LocalSink implements Sink {
+  readonly root: string;
+
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
+
+  localPath(key: string): string {
+    const path = resolve(this.root, key);
+    if (!path.startsWith(`${this.root}/`) && path !== this.root)
+      throw new Error(`key escapes the output folder: ${key}`);
+    return path;
+  }
+
+  uri(key: string): string {
+    return this.localPath(key);
+  }
+
+  async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
+    const target = this.localPath(key);
+    await mkdir(dirname(target), { recursive: true });
+    await removeLeftovers(target);
+    const temp = tempName(target);
+    const { stream, result } = hashing();
+    try {
+      await pipeline(body, stream, createWriteStream(temp), options.signal ? { signal: options.signal } : {});
+      const written = result();
+      if (options.expectedBytes !== undefined && written.bytes !== options.expectedBytes) {
+        throw new SizeMismatchError(
+          `${key}: received ${written.bytes} bytes, Content-Length said ${options.expectedBytes}`,
+        );
+      }
+      // The caller records the object as stored once this returns: its bytes must be on disk first.
+      await flush(temp, "r+");
+      await rename(temp, target);
+      await flush(dirname(target), "r");
+      return { uri: target, ...written };
+    } catch (error) {
+      await unlink(temp).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async writeText(key: string, text: string): Promise<string> {
+    const target = this.localPath(key);
+    await mkdir(dirname(target), { recursive: true });
+    await removeLeftovers(target);
+    const temp = tempName(target);
+    try {
+      await writeFile(temp, text);
+      await rename(temp, target);
+    } catch (error) {
+      await unlink(temp).catch(() => undefined);
+      throw error;
+    }
+    return target;
+  }
+
+  async stat(key: string): Promise<{ bytes: number } | undefined> {
+    try {
+      const info = await stat(this.localPath(key));
+      return info.isFile() ? { bytes: info.size } : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,181 @@
+// S3 (or an S3-compatible store) as the run's output: each result streamed into a multipart upload
+// (lib-storage), hashed and counted on the way; object metadata carries job, task, fingerprint and,
+// once known, the sha256, so a later run on another machine can trust what it finds there.
+import type { Readable } from "node:stream";
+import {
+  CopyObjectCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  NotFound,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import { hashing } from "./local.js";
+import { type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
+
+// The SDK warns on every start that future releases need Node 22; the lockfile pins a release
+// that supports Node 20, so the warning tells a user nothing they can act on.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+
+export interface S3Location {
+  bucket: string;
+  /** Key prefix without leading or trailing slashes ("" for the bucket root). */
+  prefix: string;
+}
+
+export function parseS3Uri(uri: string): S3Location {
+  const m = uri.match(/^s3:\/\/([^/]+)\/?(.*)$/i);
+  if (!m?.[1]) throw new Error(`expected s3://bucket/prefix, got ${JSON.stringify(uri)}`);
+  return { bucket: m[1], prefix: (m[2] ?? "").replace(/^\/+|\/+$/g, "") };
+}
+
+export interface S3ClientOptions {
+  /** `--s3-endpoint`; otherwise the SDK's own configuration (AWS_ENDPOINT_URL_S3, profiles). */
+  endpoint?: string;
+  /** Path-style addressing, which S3-compatible stores usually need; on by default with an endpoint. */
+  forcePathStyle?: boolean;
+  region?: string;
+}
+
+/**
+ * A client configured by the SDK's own chain (credentials, AWS_REGION, AWS_ENDPOINT_URL_S3) plus our
+ * flags. Checksums only when required: with the default, a streamed PutObject to an S3-compatible
+ * store can end up storing the chunk framing inside the object.
+ */
+export function createS3Client(options: S3ClientOptions = {}): S3Client {
+  const endpoint = options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3;
+  return new S3Client({
+    region: options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? "us-east-1",
+    ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+    forcePathStyle: options.forcePathStyle ?? endpoint !== undefined,
+    requestChecksumCalculation: "WHEN_REQUIRED",
+    responseChecksumValidation: "WHEN_REQUIRED",
+    maxAttempts: 5,
+  });
+}
+
+const PART_SIZE = 8 * 1024 * 1024;
+
+export class S3Sink implements Sink {
+  constructor(
+    private readonly client: S3Client,
+    private readonly location: S3Location,
+  ) {}
+
+  key(key: string): string {
+    return this.location.prefix ? `${this.location.prefix}/${key}` : key;
+  }
+
+  uri(key: string): string {
+    return `s3://${this.location.bucket}/${this.key(key)}`;
+  }
+
+  async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
+    const { stream, result } = hashing();
+    const source = body.pipe(stream);
+    body.on("error", (error) => stream.destroy(error));
+    const Key = this.key(key);
+    const metadata = options.metadata ? s3Metadata(options.metadata) : {};
+    // Parts of PART_SIZE are buffered two at a time: memory stays flat whatever the file size.
+    const upload = new Upload({
+      client: this.client,
+      params: {
+        Bucket: this.location.bucket,
+        Key,
+        Body: source,
+        ...(options.contentType ? { ContentType: options.contentType } : {}),
+        Metadata: metadata,
+      },
+      partSize: PART_SIZE,
+      queueSize: 2,
+      leavePartsOnError: false,
+    });
+    const abort = () => void upload.abort().catch(() => undefined);
+    options.signal?.addEventListener("abort", abort, { once: true });
+    try {
+      await upload.done();
+    } finally {
+      options.signal?.removeEventListener("abort", abort);
+    }
+    const written = result();
+    if (options.expectedBytes !== undefined && written.bytes !== options.expectedBytes) {
+      await this.client
+        .send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key }))
+        .catch(() => undefined);
+      throw new SizeMismatchError(
+        `${key}: received ${written.bytes} bytes, Content-Length said ${options.expectedBytes}`,
+      );
+    }
+    // The hash is known only now: a metadata-only copy onto itself records it with the object.
+    await this.client.send(
+      new CopyObjectCommand({
+        Bucket: this.location.bucket,
+        Key,
+        CopySource: `${this.location.bucket}/${encodeURIComponent(Key).replace(/%2F/g, "/")}`,
+        MetadataDirective: "REPLACE",
+        Metadata: { ...metadata, sha256: written.sha256 },
+        ...(options.contentType ? { ContentType: options.contentType } : {}),
+      }),
+    );
+    return { uri: this.uri(key), ...written };
+  }
+
+  async writeText(key: string, text: string, contentType = "text/plain; charset=utf-8"): Promise<string> {
+    await this.client.send(
+      new PutObjectCommand({
+        Bucket: this.location.bucket,
+        Key: this.key(key),
+        Body: text,
+        ContentType: contentType,
+      }),
+    );
+    return this.uri(key);
+  }
+
+  async stat(key: string): Promise<{ bytes: number; metadata?: Record<string, string> } | undefined> {
+    try {
+      const head = await this.client.send(
+        new HeadObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
+      );
+      return { bytes: head.ContentLength ?? 0, ...(head.Metadata ? { metadata: head.Metadata } : {}) };
+    } catch (error) {
+      if (
+        error instanceof NotFound ||
+        (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404)
+      ) {
+        return undefined;
+      }
+      throw error;
+    }
+  }
+
+  /** A GET URL valid for `seconds`, for the services to fetch a staged material. */
+  presign(key: string, seconds: number): Promise<string> {
+    return getSignedUrl(
+      this.client,
+      new GetObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
+      {
+        expiresIn: seconds,
+      },
+    );
+  }
+
+  /** Reads an object (verification of media stored in S3 reads its headers from here). */
+  async read(key: string): Promise<Readable> {
+    const res = await this.client.send(
+      new GetObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
+    );
+    return res.Body as Readable;
+  }
+}
+
+/** S3 user metadata is ASCII only: other characters are percent-encoded. */
+function s3Metadata(values: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(values)) out[k] = /^[\x20-\x7e]*$/.test(v) ? v : encodeURIComponent(v);
+  return out;
+}

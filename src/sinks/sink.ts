@@ -1,0 +1,34 @@
+// Where results and reports go. The run streams each result through `write` and never holds a
+// whole file in memory; S3 implements the same interface.
+import type { Readable } from "node:stream";
+
+export interface Written {
+  uri: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface WriteOptions {
+  /** Content-Length the sender promised; a different count is an error and nothing is kept. */
+  expectedBytes?: number;
+  contentType?: string;
+  /** Stored beside the object where the sink can (S3 object metadata). */
+  metadata?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+export interface Sink {
+  /** The URI a key will have, e.g. `shots/s01.mp4` -> `/abs/output/demo/shots/s01.mp4`. */
+  uri(key: string): string;
+  /** Streams `body` to `key`, visible only once complete (a crash leaves no half file under the name). */
+  write(key: string, body: Readable, options?: WriteOptions): Promise<Written>;
+  writeText(key: string, text: string, contentType?: string): Promise<string>;
+  /** Size of a stored object, or undefined when absent. */
+  stat(key: string): Promise<{ bytes: number } | undefined>;
+  /** A local path to read a stored object from, when the sink has one (used to verify media). */
+  localPath?(key: string): string;
+}
+
+export class SizeMismatchError extends Error {
+  override name = "SizeMismatchError";
+}
