@@ -9,7 +9,7 @@ import {
   type HttpClientOptions,
   type Logger,
 } from "../api/index.js";
-import { type Sandbox, startSandbox } from "../sandbox/index.js";
+import type { Sandbox } from "../sandbox/index.js";
 import { ExitError } from "./errors.js";
 
 export interface ConnectionArgs {
@@ -91,6 +91,7 @@ export async function connect(
     ...(extras.gate ? { gate: extras.gate } : {}),
   };
   if (args.sandbox) {
+    const { startSandbox } = await import("../sandbox/index.js");
     const sandbox = await startSandbox({
       port: 0,
       timeScale: extras.sandboxTimeScale ?? 0.01,

@@ -3,12 +3,9 @@
 import { readFileSync } from "node:fs";
 import type { Logger } from "pino";
 import yargs, { type Argv } from "yargs";
-import { AbortedError, ClapperApiError } from "../api/index.js";
-import { plan } from "../pipeline/plan.js";
+import { AbortedError, ClapperApiError } from "../api/errors.js";
 import { balance, renderBalance } from "./commands/balance/index.js";
-import { planJson, renderPlan, renderProblems } from "./commands/plan/index.js";
-import { cancelRun, renderStatus, rewriteReport, runCommand, status } from "./commands/run/index.js";
-import { sandboxCommand, sandboxOptions } from "./commands/sandbox/index.js";
+import { sandboxOptions } from "./commands/sandbox/options.js";
 import {
   findSkill,
   listSkills,
@@ -133,6 +130,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       "run the local emulator of the video and speech services",
       (y) => sandboxOptions(y),
       async (args) => {
+        const { sandboxCommand } = await import("./commands/sandbox/index.js");
         code = await sandboxCommand(args, signal);
       },
     )
@@ -153,6 +151,9 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
         const online = g.sandbox || Boolean(g["api-key-file"] || env.CLAPPER_API_KEY);
         const conn = online ? await connect(g, env, logger) : undefined;
         try {
+          // Loaded on use: the manifest reader and the run pipeline are not needed by other commands.
+          const { plan } = await import("../pipeline/plan.js");
+          const { planJson, renderPlan, renderProblems } = await import("./commands/plan/index.js");
           const result = await plan({
             manifest: args.manifest,
             ...(conn ? { clients: conn } : {}),
@@ -220,6 +221,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
           .option("sandbox-time-scale", { type: "number", default: 0.01, hidden: true }),
       async (args) => {
         const g = args as unknown as GlobalArgs;
+        const { runCommand } = await import("./commands/run/index.js");
         code = await runCommand({
           args: { ...args, manifest: args.manifest },
           global: g,
@@ -240,6 +242,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
           .option("state", { type: "string", describe: "state file (default: beside the manifest)" })
           .option("output", { type: "string" }),
       async (args) => {
+        const { status, renderStatus } = await import("./commands/run/index.js");
         const report = await status({ manifest: args.manifest, cwd: process.cwd(), ...optional(args) });
         stdout((args as unknown as GlobalArgs).json ? json(report) : renderStatus(report));
       },
@@ -253,6 +256,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
           .option("state", { type: "string" })
           .option("output", { type: "string" }),
       async (args) => {
+        const { rewriteReport } = await import("./commands/run/index.js");
         const { report, uris } = await rewriteReport({
           manifest: args.manifest,
           cwd: process.cwd(),
@@ -270,8 +274,16 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       (args) =>
         withServices(
           args as unknown as GlobalArgs,
-          (c) =>
-            cancelRun({ manifest: args.manifest, cwd: process.cwd(), clients: c, signal, ...optional(args) }),
+          async (c) => {
+            const { cancelRun } = await import("./commands/run/index.js");
+            return cancelRun({
+              manifest: args.manifest,
+              cwd: process.cwd(),
+              clients: c,
+              signal,
+              ...optional(args),
+            });
+          },
           (rows) =>
             rows.length === 0
               ? "no tasks in flight"
