@@ -40,8 +40,9 @@ export async function inspectReferenceAudio(path: string): Promise<ReferenceAudi
   try {
     size = (await stat(path)).size;
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
     throw new ReferenceAudioError(
-      `${path}: cannot be read (${(error as NodeJS.ErrnoException).code ?? error})`,
+      code === "ENOENT" ? `${path}: file not found` : `${path}: cannot be read (${code ?? error})`,
     );
   }
   if (size === 0 || size > MAX_REFERENCE_AUDIO_BYTES) {

@@ -416,12 +416,12 @@ export class VoiceResolver {
     const facts = await entry;
     if ("error" in facts) {
       // A bare word that is no file was most likely meant as a voice ID.
-      if (!/[./\\]/.test(raw) && /cannot be read|expected a \.wav/.test(facts.error)) {
+      if (!/[./\\]/.test(raw) && /file not found|cannot be read|expected a \.wav/.test(facts.error)) {
         return { error: `${expected}, got ${JSON.stringify(raw)} (did you mean "preset:${raw}"?)` };
       }
       // Messages name the file as the manifest wrote it.
       return {
-        error: facts.error.replace(path, raw).replace(/cannot be read \(ENOENT\)$/, "file not found"),
+        error: facts.error.replace(path, raw),
       };
     }
     return { source: "file", path, ...facts };
