@@ -477,7 +477,7 @@ describe("reference audio", () => {
       [await files.wav("blip.wav", 400), /duration from 0\.5 to 15 s, got 0\.40 s/],
       [await files.wav("speech.wav", 16_000), /duration from 0\.5 to 15 s, got 16\.00 s/],
       [await files.file("noise.wav", Buffer.alloc(4000, 7)), /not a readable|duration/],
-      [`${files.path}/absent.wav`, /cannot be read \(ENOENT\)/],
+      [`${files.path}/absent.wav`, /absent.wav: file not found/],
     ];
     for (const [path, message] of cases) {
       const e = await failure(uploadReferenceAudio(c.http, c.speech, path));
