@@ -54,7 +54,8 @@ export interface HttpClientOptions {
  * 429. The engine's per-service limiter implements it; the layer works without one.
  */
 export interface RequestGate {
-  run<T>(path: string, attempt: () => Promise<T>): Promise<T>;
+  /** `signal` aborts the wait for a turn as well as the attempt. */
+  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T>;
   rateLimited(path: string, retryAfterMs: number | undefined): void;
 }
 
@@ -251,7 +252,7 @@ export class HttpClient {
         return attempt(n, AbortSignal.any(signals), started);
       };
       try {
-        return await (this.gate && mode.gated ? this.gate.run(where.path, go) : go());
+        return await (this.gate && mode.gated ? this.gate.run(where.path, go, opts.signal) : go());
       } catch (error) {
         if (!(error instanceof ClapperApiError)) {
           const code = errorCode(error);

@@ -50,9 +50,13 @@ export class ProgressDisplay {
     this.width = line.length;
   }
 
+  /** Draws the last state and ends the line; safe to call more than once. */
   done(): void {
     if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
     this.draw();
+    this.pending = undefined;
     if (this.width > 0) this.out.write("\n");
+    this.width = 0;
   }
 }

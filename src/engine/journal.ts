@@ -14,6 +14,9 @@ export interface JournalOptions<S, R> {
   compactEvery?: number;
 }
 
+type Op = { kind: "line"; line: string; durable: boolean } | { kind: "compact"; snapshot: string };
+type Queued = Op & { resolve: () => void; reject: (error: unknown) => void };
+
 interface SnapshotRecord<S> {
   t: "snapshot";
   state: S;
@@ -23,8 +26,9 @@ export class Journal<S, R extends { t: string }> {
   state: S;
   private handle: FileHandle | undefined;
   private records = 0;
-  /** Writes are serialised so lines never interleave and order on disk is order of calls. */
-  private tail: Promise<void> = Promise.resolve();
+  /** Pending writes in call order: the order on disk is the order of calls. */
+  private readonly queue: Queued[] = [];
+  private draining: Promise<void> | undefined;
 
   private constructor(
     private readonly options: JournalOptions<S, R>,
@@ -35,6 +39,21 @@ export class Journal<S, R extends { t: string }> {
 
   /** Opens (or creates) the journal and replays it. A torn last line is dropped and cut off. */
   static async open<S, R extends { t: string }>(options: JournalOptions<S, R>): Promise<Journal<S, R>> {
+    const { journal, goodBytes, totalBytes } = await Journal.load<S, R>(options);
+    if (goodBytes < totalBytes) await truncate(options.path, goodBytes);
+    journal.handle = await open(options.path, "a");
+    return journal;
+  }
+
+  /**
+   * The state as the file holds it, without writing: for readers beside a live run (status,
+   * cancel), which must not cut off the line the run is writing.
+   */
+  static async read<S, R extends { t: string }>(options: JournalOptions<S, R>): Promise<S> {
+    return (await Journal.load<S, R>(options)).journal.state;
+  }
+
+  private static async load<S, R extends { t: string }>(options: JournalOptions<S, R>) {
     let text = "";
     try {
       text = await readFile(options.path, "utf8");
@@ -43,9 +62,10 @@ export class Journal<S, R extends { t: string }> {
     }
     const journal = new Journal<S, R>(options, options.initial());
     const totalBytes = Buffer.byteLength(text);
+    const lines = text.split("\n");
     let goodBytes = 0;
     let offset = 0;
-    for (const line of text.split("\n")) {
+    for (const [index, line] of lines.entries()) {
       const end = offset + Buffer.byteLength(line) + 1;
       // A line counts only with its newline: that is the last byte a write puts down.
       const complete = end <= totalBytes;
@@ -54,20 +74,24 @@ export class Journal<S, R extends { t: string }> {
         if (complete) goodBytes = end;
         continue;
       }
+      if (!complete) break;
       let record: R | SnapshotRecord<S>;
       try {
         record = JSON.parse(line) as R | SnapshotRecord<S>;
       } catch {
-        // Only the last line can be torn by a crash; anything after it is ignored too.
+        // A crash can tear only the last line. A bad line with complete lines after it is damage
+        // from elsewhere: replaying around it could resume with a wrong idea of what was paid.
+        if (lines.slice(index + 1).some((l) => l.trim() !== "")) {
+          throw new Error(
+            `${options.path}:${index + 1}: the state file is damaged (not JSON); move it aside to start over`,
+          );
+        }
         break;
       }
-      if (!complete) break;
       journal.replay(record);
       goodBytes = end;
     }
-    if (goodBytes < totalBytes) await truncate(options.path, goodBytes);
-    journal.handle = await open(options.path, "a");
-    return journal;
+    return { journal, goodBytes, totalBytes };
   }
 
   private replay(record: R | SnapshotRecord<S>): void {
@@ -81,53 +105,81 @@ export class Journal<S, R extends { t: string }> {
 
   /**
    * Applies a record to the state and appends it. With `durable`, the promise resolves only after
-   * the line reached the disk (fdatasync): use it for what a crash must not lose.
+   * the line reached the disk (fdatasync): use it for what a crash must not lose. Lines that arrive
+   * while a write is under way go out together, with one fdatasync for the batch (group commit).
    */
   append(record: R, { durable = false }: { durable?: boolean } = {}): Promise<void> {
     this.options.apply(this.state, record);
     this.records += 1;
-    const line = `${JSON.stringify(record)}\n`;
-    const write = this.tail.then(async () => {
-      const handle = this.handle;
-      if (!handle) throw new Error("journal is closed");
-      await handle.write(line);
-      if (durable) await handle.datasync();
-    });
-    this.tail = write.catch(() => undefined);
-    return write.then(async () => {
-      if (this.records >= (this.options.compactEvery ?? 10_000)) await this.compact();
-    });
+    const written = this.enqueue({ kind: "line", line: `${JSON.stringify(record)}\n`, durable });
+    if (this.records >= (this.options.compactEvery ?? 10_000)) void this.compact().catch(() => undefined);
+    return written;
   }
 
   /** Rewrites the journal as one snapshot: write aside, flush, rename (atomic on POSIX). */
   compact(): Promise<void> {
-    // The snapshot is taken now, synchronously: it holds exactly the records appended so far, whose
-    // lines are all queued before this compaction. Records appended later are applied to the state
-    // at once but written after the snapshot; taking the snapshot when the queue reaches it would
-    // put them in the snapshot and again after it, and replaying would apply them twice.
+    // The snapshot is taken now: it holds exactly the records appended so far. Their lines are
+    // ahead of it in the queue (and end up in the file it replaces); later lines follow it.
     const snapshot = `${JSON.stringify({ t: "snapshot", state: this.state })}\n`;
-    // Counted from the snapshot on, so that appends already queued do not each ask for another one.
     this.records = 1;
-    const run = this.tail.then(async () => {
-      const tmp = `${this.options.path}.compact`;
-      const out = await open(tmp, "w");
-      try {
-        await out.write(snapshot);
-        await out.datasync();
-      } finally {
-        await out.close();
-      }
-      await this.handle?.close();
-      await rename(tmp, this.options.path);
-      this.handle = await open(this.options.path, "a");
+    return this.enqueue({ kind: "compact", snapshot });
+  }
+
+  private enqueue(op: Op): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ ...op, resolve, reject });
+      this.kick();
     });
-    this.tail = run.catch(() => undefined);
-    return run;
+  }
+
+  private kick(): void {
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+      // Something queued between the last check and now must not wait for the next append.
+      if (this.queue.length > 0) this.kick();
+    });
+  }
+
+  /** Works through the queue in order: runs of lines as one write, compactions in their place. */
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const head = this.queue[0] as Queued;
+      if (head.kind === "compact") {
+        this.queue.shift();
+        await this.rewrite(head.snapshot).then(head.resolve, head.reject);
+        continue;
+      }
+      const batch: Queued[] = [];
+      while (this.queue[0]?.kind === "line") batch.push(this.queue.shift() as Queued);
+      try {
+        const handle = this.handle;
+        if (!handle) throw new Error("journal is closed");
+        await handle.write(batch.map((b) => (b.kind === "line" ? b.line : "")).join(""));
+        if (batch.some((b) => b.kind === "line" && b.durable)) await handle.datasync();
+        for (const b of batch) b.resolve();
+      } catch (error) {
+        for (const b of batch) b.reject(error);
+      }
+    }
+  }
+
+  private async rewrite(snapshot: string): Promise<void> {
+    const tmp = `${this.options.path}.compact`;
+    const out = await open(tmp, "w");
+    try {
+      await out.write(snapshot);
+      await out.datasync();
+    } finally {
+      await out.close();
+    }
+    await this.handle?.close();
+    await rename(tmp, this.options.path);
+    this.handle = await open(this.options.path, "a");
   }
 
   /** Waits for every pending write, flushes, closes. */
   async close(): Promise<void> {
-    await this.tail;
+    while (this.draining) await this.draining;
     const handle = this.handle;
     this.handle = undefined;
     if (handle) {

@@ -1,9 +1,11 @@
 // Limits per service: requests per second (bottleneck) and tasks in flight (p-limit around each
-// job's whole life). The request rate adapts to 429s: halve and pause for Retry-After, then creep
-// back up after a run of successes, since the specs state no limits.
+// job's whole life). The specs state no rate limits, so the rate adapts: a burst of 429s slows it
+// once (x0.6) and pauses the queue for Retry-After; about a second of successes speeds it up again
+// (x1.25), never above the configured rate.
 import { setTimeout as sleep } from "node:timers/promises";
 import Bottleneck from "bottleneck";
 import pLimit, { type LimitFunction } from "p-limit";
+import { AbortedError } from "../api/errors.js";
 import type { RequestGate } from "../api/http.js";
 
 export interface ServiceLimits {
@@ -14,13 +16,22 @@ export interface ServiceLimits {
 }
 
 const MIN_RPS = 0.5;
-const RECOVER_AFTER = 20;
+const BLOCKED = Symbol("blocked");
+
+async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, undefined, signal ? { signal } : undefined);
+  } catch {
+    throw new AbortedError("aborted while waiting for a request slot");
+  }
+}
 
 export class ServiceLimiter {
   readonly tasks: LimitFunction;
   private readonly requests: Bottleneck;
   private rps: number;
   private blockedUntil = 0;
+  private last429 = 0;
   private successes = 0;
 
   constructor(
@@ -36,21 +47,36 @@ export class ServiceLimiter {
     return this.rps;
   }
 
-  async run<T>(attempt: () => Promise<T>): Promise<T> {
-    const wait = this.blockedUntil - Date.now();
-    if (wait > 0) await sleep(wait);
-    const result = await this.requests.schedule(attempt);
-    if (++this.successes >= RECOVER_AFTER && this.rps < this.limits.rps) {
-      this.successes = 0;
-      this.setRps(Math.min(this.limits.rps, this.rps * 1.25));
+  /** Runs one attempt in its turn; an abort while waiting gives the turn up without sending. */
+  async run<T>(attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    for (;;) {
+      const wait = this.blockedUntil - Date.now();
+      if (wait > 0) await pause(wait, signal);
+      // Bottleneck fixes each job's start time when it queues, so a job that comes up while the
+      // service has said "wait" gives its turn back and queues again after the wait.
+      const outcome = await this.requests.schedule(async () => {
+        if (signal?.aborted) throw new AbortedError("aborted while waiting for a request slot");
+        if (this.blockedUntil > Date.now()) return BLOCKED;
+        return { value: await attempt() };
+      });
+      if (outcome === BLOCKED) continue;
+      // Speed up only after a second's worth of successes and two quiet seconds: no see-saw.
+      const quiet = Date.now() - this.last429 > 2000;
+      if (++this.successes >= Math.max(5, Math.ceil(this.rps)) && quiet && this.rps < this.limits.rps) {
+        this.successes = 0;
+        this.setRps(Math.min(this.limits.rps, this.rps * 1.25));
+      }
+      return outcome.value;
     }
-    return result;
   }
 
   rateLimited(retryAfterMs: number | undefined): void {
     this.successes = 0;
-    this.setRps(Math.max(MIN_RPS, this.rps / 2));
-    this.blockedUntil = Math.max(this.blockedUntil, Date.now() + (retryAfterMs ?? 1000));
+    const now = Date.now();
+    this.last429 = now;
+    // The 429s of requests sent before the first one came back are one signal, not many.
+    if (now >= this.blockedUntil) this.setRps(Math.max(MIN_RPS, this.rps * 0.6));
+    this.blockedUntil = Math.max(this.blockedUntil, now + (retryAfterMs ?? 1000));
   }
 
   private setRps(rps: number): void {
@@ -77,12 +103,17 @@ export class ServiceGate implements RequestGate {
     return path.startsWith("/audio/") ? this.speech : this.video;
   }
 
-  run<T>(path: string, attempt: () => Promise<T>): Promise<T> {
-    return this.pick(path).run(attempt);
+  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    return this.pick(path).run(attempt, signal);
   }
 
-  rateLimited(path: string, retryAfterMs: number | undefined): void {
-    this.pick(path).rateLimited(retryAfterMs);
+  /**
+   * The specs do not say whether limits are per key or per service; one API key serves both, so a
+   * 429 from either slows and pauses both.
+   */
+  rateLimited(_path: string, retryAfterMs: number | undefined): void {
+    this.video.rateLimited(retryAfterMs);
+    this.speech.rateLimited(retryAfterMs);
   }
 
   async stop(): Promise<void> {

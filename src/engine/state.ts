@@ -47,10 +47,20 @@ export interface JobState {
   error?: { code: string; message: string };
   /** This run reused an earlier result instead of generating one. */
   skipped?: boolean;
+  /** Points spent in a campaign by versions of this job that were edited since. */
+  carried?: { campaign: number; points: number };
 }
 
 export interface RunState {
-  run?: { id: string; name: string; manifest: string; started_at: string; finished_at?: string };
+  run?: {
+    id: string;
+    name: string;
+    manifest: string;
+    started_at: string;
+    finished_at?: string;
+    /** The balance when the run ended, kept so a report written again from state still shows it. */
+    balance_after?: number;
+  };
   /**
    * Counts completed runs of this state. A run that is interrupted and resumed stays in one
    * campaign, so its report covers the work of every process that took part.
@@ -68,7 +78,7 @@ export interface RunState {
 
 export type RunRecord =
   | { t: "run"; id: string; name: string; manifest: string; started_at: string; epoch?: number }
-  | { t: "finish"; finished_at: string }
+  | { t: "finish"; finished_at: string; balance_after?: number }
   | { t: "job"; id: string; kind: JobKind; fingerprint: string; estimate: number }
   | { t: "skip"; id: string }
   | { t: "intent"; id: string; n: number; key: string; reserved: number }
@@ -97,13 +107,17 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       if (!state.run || state.run.finished_at !== undefined) {
         state.run = { id: r.id, name: r.name, manifest: r.manifest, started_at: r.started_at };
         for (const job of Object.values(state.jobs)) job.skipped = false;
+        // The balance before belongs to the campaign; a new campaign records its own.
+        delete state.balance_before;
       }
       if (r.epoch !== undefined) state.epoch = r.epoch;
       break;
     case "finish":
-      if (state.run) state.run.finished_at = r.finished_at;
+      if (state.run) {
+        state.run.finished_at = r.finished_at;
+        if (r.balance_after !== undefined) state.run.balance_after = r.balance_after;
+      }
       state.campaign += 1;
-      delete state.balance_before;
       break;
     case "job": {
       const existing = state.jobs[r.id];
@@ -112,6 +126,8 @@ export function applyRecord(state: RunState, r: RunRecord): void {
         break;
       }
       // New, or edited: an edited job starts over (its old output stays recorded until replaced).
+      // What its earlier version spent in this campaign stays counted: the points are gone.
+      const carried = existing ? spentPoints(existing, state.campaign) : 0;
       state.jobs[r.id] = {
         id: r.id,
         kind: r.kind,
@@ -120,6 +136,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
         status: "pending",
         attempts: [],
         ...(existing?.output ? { output: existing.output } : {}),
+        ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
       };
       break;
     }
@@ -201,9 +218,10 @@ export function applyRecord(state: RunState, r: RunRecord): void {
   }
 }
 
-/** What the job cost in this campaign: the sum over its attempts that ended. */
+/** What the job cost in this campaign: its attempts that ended, and earlier versions' spending. */
 export function spentPoints(job: JobState, campaign: number): number {
-  return job.attempts.reduce((sum, a) => sum + (a.campaign === campaign ? (a.spent ?? 0) : 0), 0);
+  const own = job.attempts.reduce((sum, a) => sum + (a.campaign === campaign ? (a.spent ?? 0) : 0), 0);
+  return own + (job.carried?.campaign === campaign ? job.carried.points : 0);
 }
 
 /** The attempt that is still open (intent written, not settled), if any. */

@@ -131,7 +131,7 @@ export function buildReport(input: ReportInput): Report {
       estimated: jobs.reduce((sum, j) => sum + (j.status === "skipped" ? 0 : (j.estimated_points ?? 0)), 0),
       spent: jobs.reduce((sum, j) => sum + j.points, 0),
       balance_before: state.balance_before ?? null,
-      balance_after: input.balanceAfter ?? null,
+      balance_after: input.balanceAfter ?? state.run?.balance_after ?? null,
     },
     counts,
     jobs,

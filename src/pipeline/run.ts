@@ -34,6 +34,7 @@ import {
 import { DEFAULT_TRACK_OPTIONS, SpeechPoller, type TrackOptions, VideoPoller } from "../engine/tracker.js";
 import { MediaCheckError, verifyMedia } from "../engine/verify.js";
 import type { Job, Problem, SpeechJob, VideoJob } from "../manifest/index.js";
+import { peekManifest } from "../manifest/name.js";
 import { LocalSink } from "../sinks/local.js";
 import type { Sink } from "../sinks/sink.js";
 import { type PlanResult, plan } from "./plan.js";
@@ -116,6 +117,8 @@ const MIME: Record<string, string> = {
   ".ogg": "audio/ogg",
 };
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
+/** After an interrupt, how long jobs get to reach a clean stop before the run saves and leaves. */
+const ABORT_GRACE_MS = 1500;
 
 /** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
 export function idempotencyKey(
@@ -159,44 +162,11 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   let log = options.logger;
   const signal = options.signal ?? new AbortController().signal;
 
-  let planned: PlanResult;
-  try {
-    planned = await plan({ manifest: options.manifest, cwd, clients: options.clients, signal });
-  } catch (error) {
-    // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
-    if (signal.aborted) return { exitCode: 4, message: "interrupted before anything was submitted" };
-    // A missing, wrong or revoked key is a usage error: nothing was submitted.
-    if (error instanceof AuthenticationError || error instanceof PermissionError) {
-      return { exitCode: 2, message: error.message };
-    }
-    throw error;
-  }
-  if (planned.errors.length > 0 || !planned.manifest) {
-    return { exitCode: 2, errors: planned.errors, warnings: planned.warnings };
-  }
-  const manifest = planned.manifest;
-  const only = options.only;
-  if (only) {
-    const unknown = only.filter((o) => !planned.jobs.some((job) => matchesOnly(job, [o])));
-    if (unknown.length > 0 || only.length === 0) {
-      return {
-        exitCode: 2,
-        message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
-        warnings: planned.warnings,
-      };
-    }
-  }
-  const outputRoot = options.output
-    ? resolve(cwd, options.output)
-    : resolve(manifest.dir, manifest.output ?? "./output");
-  if (/^s3:\/\//i.test(options.output ?? manifest.output ?? "")) {
-    return { exitCode: 2, message: "S3 output is not available yet: use a local folder" };
-  }
-  const sink: Sink = new LocalSink(join(outputRoot, manifest.name));
+  // The lock comes first: a second run on the same state must stop before it talks to anyone.
+  const peek = await peekManifest(options.manifest, cwd);
   const statePath = options.statePath
     ? resolve(cwd, options.statePath)
-    : join(manifest.dir, ".clapper", manifest.name, "state.jsonl");
-
+    : defaultStatePath(peek.dir, peek.name);
   await mkdir(dirname(statePath), { recursive: true });
   let lock: Lock;
   try {
@@ -205,6 +175,47 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     if (error instanceof LockHeldError) return { exitCode: 5, message: error.message, statePath };
     throw error;
   }
+  /** Ends the run before its state was opened: the lock is all there is to give back. */
+  const early = async (outcome: RunOutcome): Promise<RunOutcome> => {
+    await lock.release();
+    return outcome;
+  };
+
+  let planned: PlanResult;
+  try {
+    planned = await plan({ manifest: options.manifest, cwd, clients: options.clients, signal });
+  } catch (error) {
+    // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
+    if (signal.aborted) return early({ exitCode: 4, message: "interrupted before anything was submitted" });
+    // A missing, wrong or revoked key is a usage error: nothing was submitted.
+    if (error instanceof AuthenticationError || error instanceof PermissionError) {
+      return early({ exitCode: 2, message: error.message });
+    }
+    await lock.release();
+    throw error;
+  }
+  if (planned.errors.length > 0 || !planned.manifest) {
+    return early({ exitCode: 2, errors: planned.errors, warnings: planned.warnings });
+  }
+  const manifest = planned.manifest;
+  const only = options.only;
+  if (only) {
+    const unknown = only.filter((o) => !planned.jobs.some((job) => matchesOnly(job, [o])));
+    if (unknown.length > 0 || only.length === 0) {
+      return early({
+        exitCode: 2,
+        message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
+        warnings: planned.warnings,
+      });
+    }
+  }
+  const outputRoot = options.output
+    ? resolve(cwd, options.output)
+    : resolve(manifest.dir, manifest.output ?? "./output");
+  if (/^s3:\/\//i.test(options.output ?? manifest.output ?? "")) {
+    return early({ exitCode: 2, message: "S3 output is not available yet: use a local folder" });
+  }
+  const sink: Sink = new LocalSink(join(outputRoot, manifest.name));
   const journalOptions = { path: statePath, initial: initialState, apply: applyRecord };
   let journal: Journal<RunState, RunRecord> | undefined;
   const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
@@ -276,7 +287,10 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
           const earlier = !st.attempts.some((a) => a.campaign === state().campaign);
           if (earlier && !st.skipped) {
             await j.append({ t: "skip", id: job.id });
-            log.info({ job: job.id, event: "skipped", uri: st.output.uri }, "unchanged: reusing the stored result");
+            log.info(
+              { job: job.id, event: "skipped", uri: st.output.uri },
+              "unchanged: reusing the stored result",
+            );
           }
           continue;
         }
@@ -284,7 +298,8 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       }
       if ((st.status === "failed" || st.status === "cancelled") && !options.retryFailed) continue;
       work.push(job);
-      if (!openAttempt(st)) newCost += job.points ?? 0;
+      // A job being collected was paid for already; an open attempt holds its reservation.
+      if (!openAttempt(st) && st.status !== "collecting") newCost += job.points ?? 0;
     }
 
     // ---- budget ----
@@ -306,9 +321,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       available + openReserved,
     );
     if (newCost + openReserved > cap) {
-      const table: BudgetRow[] = [
-        { what: `estimated cost of ${work.length} job(s) to do`, points: newCost },
-      ];
+      const table: BudgetRow[] = [{ what: `estimated cost of ${work.length} job(s) to do`, points: newCost }];
       if (openReserved > 0) table.push({ what: "reserved by tasks still running", points: openReserved });
       table.push({ what: "available points (service balance)", points: available });
       if (maxPoints !== undefined) table.push({ what: "budget (max_points)", points: maxPoints });
@@ -362,6 +375,27 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       const st = () => state().jobs[job.id] as JobState;
       for (;;) {
         if (stopController.signal.aborted) return;
+        // Paid for and not yet stored (a kill during the download): fetch it again, never re-create.
+        const paid = st().status === "collecting" ? st().attempts.at(-1) : undefined;
+        if (paid?.taskId) {
+          try {
+            const call = { signal: stopController.signal };
+            const task =
+              job.kind === "video"
+                ? await options.clients.video.getTask(paid.taskId, call)
+                : await options.clients.speech.getTask(paid.taskId, call);
+            await collect(job, task, paid.n);
+          } catch (error) {
+            if (stopController.signal.aborted) return;
+            await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
+            log.error(
+              { job: job.id, event: "collect-failed", error: errorInfo(error) },
+              "the result could not be stored",
+            );
+          }
+          progress();
+          return;
+        }
         let attempt = openAttempt(st());
         if (!attempt) {
           if (stopSubmitting) return;
@@ -586,21 +620,41 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     };
 
     // Video and speech each run under their own in-flight limit; all jobs start together.
-    await Promise.all(
+    let running = work.length;
+    const all = Promise.all(
       work.map((job) => {
         const limiter = job.kind === "video" ? gate.video : gate.speech;
         return limiter
           .tasks(() => runJob(job))
           .catch((error) => {
             log.error({ job: job.id, event: "job-error", error: errorInfo(error) }, "unexpected error");
+          })
+          .finally(() => {
+            running -= 1;
           });
       }),
     );
+    // Interrupted: requests in flight are aborted at once, but a request still queued in a throttled
+    // limiter only fails when its turn comes. It has sent nothing and every job checks the abort before
+    // it writes, so after a short grace the run saves its report and leaves instead of waiting.
+    let grace: (() => void) | undefined;
+    const interruptedThenGrace = new Promise<void>((resolve) => {
+      grace = () => setTimeout(resolve, ABORT_GRACE_MS).unref();
+      if (signal.aborted) grace();
+      else signal.addEventListener("abort", grace, { once: true });
+    });
+    await Promise.race([all, interruptedThenGrace]);
+    if (grace) signal.removeEventListener("abort", grace);
+    if (running > 0) {
+      log.warn({ event: "interrupted", waiting: running }, "leaving jobs still queued for a request");
+    }
 
     // ---- report ----
     const interrupted = signal.aborted;
     // With --only, the run is about the jobs it was asked to do; the others are listed as they stand.
-    const selected = only ? planned.jobs.filter((job) => matchesOnly(job, only)).map((job) => job.id) : undefined;
+    const selected = only
+      ? planned.jobs.filter((job) => matchesOnly(job, only)).map((job) => job.id)
+      : undefined;
     const report = buildReport({
       state: state(),
       jobs: planned.jobs,
@@ -616,7 +670,11 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     const reportUris = await writeReports(sink, report, options.env ?? process.env);
     if (!interrupted)
       await j.append(
-        { t: "finish", finished_at: report.run.finished_at ?? new Date().toISOString() },
+        {
+          t: "finish",
+          finished_at: report.run.finished_at ?? new Date().toISOString(),
+          ...(report.points.balance_after !== null ? { balance_after: report.points.balance_after } : {}),
+        },
         { durable: true },
       );
     const exitCode = interrupted ? 4 : report.run.status === "succeeded" ? 0 : 1;
@@ -631,7 +689,8 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     };
   } catch (error) {
     // Interrupted during the pre-flight (skills, voices): nothing was submitted; the journal holds what was done.
-    if (signal.aborted) return { exitCode: 4, message: "interrupted: state saved; run again to resume", statePath };
+    if (signal.aborted)
+      return { exitCode: 4, message: "interrupted: state saved; run again to resume", statePath };
     throw error;
   } finally {
     signal.removeEventListener("abort", onAbort);

@@ -73,7 +73,12 @@ const PackageBody = z.object({
 
 const MediaBody = z.object({
   /** Bytes appended to every video result as a trailing `free` box: large files for streaming tests. */
-  video_pad_bytes: z.number().int().min(0).max(8 * 1024 * 1024 * 1024).optional(),
+  video_pad_bytes: z
+    .number()
+    .int()
+    .min(0)
+    .max(8 * 1024 * 1024 * 1024)
+    .optional(),
 });
 
 const PricingBody = z.object({

@@ -40,20 +40,19 @@ function tempName(target: string): string {
   );
 }
 
-/** Removes temporary files of `target` whose writer is gone (killed mid-write). */
-async function removeLeftovers(target: string): Promise<void> {
-  const prefix = `.${basename(target)}.`;
+/** Removes the temporary files in `dir` whose writer is gone (killed mid-write). */
+async function removeLeftovers(dir: string): Promise<void> {
   let names: string[];
   try {
-    names = await readdir(dirname(target));
+    names = await readdir(dir);
   } catch {
     return;
   }
   for (const name of names) {
-    if (!name.startsWith(prefix) || !name.endsWith(".partial")) continue;
-    const pid = Number(name.slice(prefix.length).split(".")[0]);
-    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
-    await unlink(join(dirname(target), name)).catch(() => undefined);
+    const m = name.match(/^\..+\.(\d+)\.[0-9a-f]+\.partial$/);
+    const pid = Number(m?.[1]);
+    if (!m || !Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
+    await unlink(join(dir, name)).catch(() => undefined);
   }
 }
 
@@ -72,6 +71,8 @@ async function flush(path: string, flags: "r+" | "r"): Promise<void> {
 
 export class LocalSink implements Sink {
   readonly root: string;
+  /** Folders made and swept of leftovers once each: a run writes thousands of files into a few. */
+  private readonly prepared = new Map<string, Promise<void>>();
 
   constructor(root: string) {
     this.root = resolve(root);
@@ -88,10 +89,19 @@ export class LocalSink implements Sink {
     return this.localPath(key);
   }
 
+  private prepare(dir: string): Promise<void> {
+    let ready = this.prepared.get(dir);
+    if (!ready) {
+      ready = mkdir(dir, { recursive: true }).then(() => removeLeftovers(dir));
+      this.prepared.set(dir, ready);
+      ready.catch(() => this.prepared.delete(dir));
+    }
+    return ready;
+  }
+
   async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
     const target = this.localPath(key);
-    await mkdir(dirname(target), { recursive: true });
-    await removeLeftovers(target);
+    await this.prepare(dirname(target));
     const temp = tempName(target);
     const { stream, result } = hashing();
     try {
@@ -115,8 +125,7 @@ export class LocalSink implements Sink {
 
   async writeText(key: string, text: string): Promise<string> {
     const target = this.localPath(key);
-    await mkdir(dirname(target), { recursive: true });
-    await removeLeftovers(target);
+    await this.prepare(dirname(target));
     const temp = tempName(target);
     try {
       await writeFile(temp, text);

@@ -87,4 +87,18 @@ describe("Journal", () => {
     expect(again.state.sum).toBe((120 * 121) / 2);
     await again.close();
   });
+
+  it("refuses a file damaged in the middle instead of replaying around the damage", async () => {
+    const path = await tmp();
+    await writeFile(path, '{"t":"add","n":1}\nnot json\n{"t":"add","n":2}\n');
+    await expect(Journal.open<State, Rec>(options(path))).rejects.toThrow(":2: the state file is damaged");
+  });
+
+  it("reads without writing: a torn last line stays for the writer that is still writing it", async () => {
+    const path = await tmp();
+    await writeFile(path, '{"t":"add","n":1}\n{"t":"add","n":');
+    const state = await Journal.read<State, Rec>(options(path));
+    expect(state.sum).toBe(1);
+    expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n{"t":"add","n":');
+  });
 });

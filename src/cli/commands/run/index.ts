@@ -1,17 +1,10 @@
 // `clapper run|status|report|cancel MANIFEST`: the run itself and the commands that read its state.
 
-import { join, resolve } from "node:path";
-import type { Clients } from "../../../api/index.js";
 import { mkdir } from "node:fs/promises";
-import { dirname } from "node:path";
-import { ServiceGate } from "../../../engine/limiter.js";
+import { dirname, join, resolve } from "node:path";
+import type { Clients } from "../../../api/index.js";
 import { Journal } from "../../../engine/journal.js";
-import { peekManifest } from "../../../manifest/name.js";
-import { defaultStatePath as statePathFor, run } from "../../../pipeline/run.js";
-import { connect, type ConnectionArgs } from "../../config.js";
-import { createLogger, type LogLevel } from "../../logger.js";
-import { ProgressDisplay } from "../../progress.js";
-import { json } from "../../output.js";
+import { ServiceGate } from "../../../engine/limiter.js";
 import { acquireLock, LockHeldError } from "../../../engine/lock.js";
 import {
   applyRecord,
@@ -21,11 +14,20 @@ import {
   type RunState,
 } from "../../../engine/state.js";
 import { formatProblem, loadManifest } from "../../../manifest/index.js";
+import { peekManifest } from "../../../manifest/name.js";
 import { buildReport, type Report, writeReports } from "../../../pipeline/report.js";
-import { defaultStatePath, type RunOutcome } from "../../../pipeline/run.js";
+import {
+  defaultStatePath,
+  type RunOutcome,
+  run,
+  defaultStatePath as statePathFor,
+} from "../../../pipeline/run.js";
 import { LocalSink } from "../../../sinks/local.js";
+import { type ConnectionArgs, connect } from "../../config.js";
 import { ExitError } from "../../errors.js";
-import { table } from "../../output.js";
+import { createLogger, type LogLevel } from "../../logger.js";
+import { json, table } from "../../output.js";
+import { ProgressDisplay } from "../../progress.js";
 
 export function renderOutcome(o: RunOutcome): string {
   const lines: string[] = [];
@@ -76,15 +78,9 @@ async function locate(manifestPath: string, cwd: string, opts: { state?: string;
   return { loaded, manifest: m, ...where };
 }
 
-async function readState(statePath: string): Promise<RunState> {
-  const journal = await Journal.open<RunState, RunRecord>({
-    path: statePath,
-    initial: initialState,
-    apply: applyRecord,
-  });
-  const state = journal.state;
-  await journal.close();
-  return state;
+/** Reads the state without writing to it: a run may be appending right now. */
+function readState(statePath: string): Promise<RunState> {
+  return Journal.read<RunState, RunRecord>({ path: statePath, initial: initialState, apply: applyRecord });
 }
 
 export async function status(o: {
@@ -218,9 +214,13 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
     ["--in-flight", args["in-flight"], 1],
     ["--poll-interval", args["poll-interval"], 0.01],
   ] as const) {
-    if (!(Number.isFinite(value) && value >= min)) throw new ExitError(2, `${flag} must be a number >= ${min}, got ${value}`);
+    if (!(Number.isFinite(value) && value >= min))
+      throw new ExitError(2, `${flag} must be a number >= ${min}, got ${value}`);
   }
-  if (args["max-points"] !== undefined && !(Number.isInteger(args["max-points"]) && args["max-points"] >= 0)) {
+  if (
+    args["max-points"] !== undefined &&
+    !(Number.isInteger(args["max-points"]) && args["max-points"] >= 0)
+  ) {
     throw new ExitError(2, `--max-points must be a whole number >= 0, got ${args["max-points"]}`);
   }
   const cwd = process.cwd();
@@ -237,7 +237,10 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
   const conn = await connect(global, o.env, logger, {
     gate,
     ...(global.sandbox
-      ? { sandboxStateFile: join(dirname(statePath), "sandbox.json"), sandboxTimeScale: args["sandbox-time-scale"] }
+      ? {
+          sandboxStateFile: join(dirname(statePath), "sandbox.json"),
+          sandboxTimeScale: args["sandbox-time-scale"],
+        }
       : {}),
   });
   const display = format === "pretty" && terminal ? new ProgressDisplay(process.stderr) : undefined;
@@ -257,7 +260,14 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
       track: { minIntervalMs: args["poll-interval"] * 1000 },
       ...(args.output ? { output: args.output } : {}),
       ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
-      ...(args.only ? { only: args.only.split(",").map((s) => s.trim()).filter(Boolean) } : {}),
+      ...(args.only
+        ? {
+            only: args.only
+              .split(",")
+              .map((s) => s.trim())
+              .filter(Boolean),
+          }
+        : {}),
       ...(display ? { onProgress: (p) => display.update(p) } : {}),
     });
     display?.done();
