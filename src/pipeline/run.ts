@@ -32,7 +32,7 @@ import {
   type RunState,
 } from "../engine/state.js";
 import { DEFAULT_TRACK_OPTIONS, SpeechPoller, type TrackOptions, VideoPoller } from "../engine/tracker.js";
-import { MediaCheckError, verifyMedia } from "../engine/verify.js";
+import { headCapture, MediaCheckError, verifyHead, verifyMedia } from "../engine/verify.js";
 import type { Job, Problem, SpeechJob, VideoJob } from "../manifest/index.js";
 import { peekManifest } from "../manifest/name.js";
 import { LocalSink } from "../sinks/local.js";
@@ -578,14 +578,21 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
             signal: stopController.signal,
             what: `download ${job.id}`,
           });
-          const written = await sink.write(key, res.body, {
+          // The headers are checked from the first bytes as they stream by: no second read.
+          const capture = headCapture();
+          res.body.on("error", (error) => capture.stream.destroy(error));
+          const expected = job.kind === "video" ? job.duration : undefined;
+          const written = await sink.write(key, res.body.pipe(capture.stream), {
             ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
             contentType: job.kind === "video" ? "video/mp4" : "audio/wav",
             metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
             signal: stopController.signal,
+            check: async (localPath) => {
+              const seconds = await verifyHead(capture.head(), job.kind, expected);
+              // A movie header at the end of the file is read from the file itself.
+              if (seconds === undefined && localPath) await verifyMedia(localPath, job.kind, expected);
+            },
           });
-          const local = sink.localPath?.(key);
-          if (local) await verifyMedia(local, job.kind, job.kind === "video" ? job.duration : undefined);
           await j.append(
             {
               t: "stored",

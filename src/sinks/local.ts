@@ -1,12 +1,10 @@
 // A folder on disk. Each object is written to a temporary name beside its target, flushed to disk
-// and renamed into place when complete, hashed and counted on the way. A temporary file left by a
-// writer that was killed is removed the next time its key is written.
+// and renamed into place when complete, hashed and counted on the way. Temporary files left by a
+// writer that was killed are removed when the next writer first writes into their folder.
 import { createHash, randomBytes } from "node:crypto";
-import { createWriteStream } from "node:fs";
 import { mkdir, open, readdir, rename, stat, unlink, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */
@@ -73,6 +71,7 @@ export class LocalSink implements Sink {
   readonly root: string;
   /** Folders made and swept of leftovers once each: a run writes thousands of files into a few. */
   private readonly prepared = new Map<string, Promise<void>>();
+  private readonly dirSyncs = new Map<string, { running?: Promise<void>; queued?: Promise<void> }>();
 
   constructor(root: string) {
     this.root = resolve(root);
@@ -101,26 +100,69 @@ export class LocalSink implements Sink {
 
   async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
     const target = this.localPath(key);
-    await this.prepare(dirname(target));
+    const dir = dirname(target);
+    await this.prepare(dir);
     const temp = tempName(target);
-    const { stream, result } = hashing();
+    const hash = createHash("sha256");
+    let bytes = 0;
+    const file = await open(temp, "w");
     try {
-      await pipeline(body, stream, createWriteStream(temp), options.signal ? { signal: options.signal } : {});
-      const written = result();
+      // One handle from the first byte to the flush: no second open to sync what was written.
+      for await (const chunk of body) {
+        if (options.signal?.aborted) throw options.signal.reason ?? new Error("aborted");
+        const buffer = chunk as Buffer;
+        hash.update(buffer);
+        bytes += buffer.length;
+        await file.write(buffer);
+      }
+      const written = { bytes, sha256: hash.digest("hex") };
       if (options.expectedBytes !== undefined && written.bytes !== options.expectedBytes) {
         throw new SizeMismatchError(
           `${key}: received ${written.bytes} bytes, Content-Length said ${options.expectedBytes}`,
         );
       }
       // The caller records the object as stored once this returns: its bytes must be on disk first.
-      await flush(temp, "r+");
+      await file.datasync();
+      await file.close();
+      await options.check?.(temp);
       await rename(temp, target);
-      await flush(dirname(target), "r");
+      await this.syncDir(dir);
       return { uri: target, ...written };
     } catch (error) {
+      body.destroy();
+      await file.close().catch(() => undefined);
       await unlink(temp).catch(() => undefined);
       throw error;
     }
+  }
+
+  /**
+   * Makes the renames in `dir` durable. A sync that starts after a caller's rename covers it, so
+   * callers that arrive while one runs share the single sync queued behind it: a thousand results
+   * cost a few folder syncs, not a thousand.
+   */
+  private syncDir(dir: string): Promise<void> {
+    let slot = this.dirSyncs.get(dir);
+    if (!slot) {
+      slot = {};
+      this.dirSyncs.set(dir, slot);
+    }
+    const s = slot;
+    const begin = (): Promise<void> => {
+      s.running = flush(dir, "r").finally(() => {
+        s.running = undefined;
+      });
+      return s.running;
+    };
+    if (s.queued) return s.queued;
+    if (!s.running) return begin();
+    s.queued = s.running
+      .catch(() => undefined)
+      .then(() => {
+        s.queued = undefined;
+        return begin();
+      });
+    return s.queued;
   }
 
   async writeText(key: string, text: string): Promise<string> {

@@ -102,13 +102,19 @@ export class S3Sink implements Sink {
       options.signal?.removeEventListener("abort", abort);
     }
     const written = result();
-    if (options.expectedBytes !== undefined && written.bytes !== options.expectedBytes) {
+    try {
+      if (options.expectedBytes !== undefined && written.bytes !== options.expectedBytes) {
+        throw new SizeMismatchError(
+          `${key}: received ${written.bytes} bytes, Content-Length said ${options.expectedBytes}`,
+        );
+      }
+      await options.check?.(undefined);
+    } catch (error) {
+      // A multipart upload cannot be withheld once complete: what failed its checks is removed.
       await this.client
         .send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key }))
         .catch(() => undefined);
-      throw new SizeMismatchError(
-        `${key}: received ${written.bytes} bytes, Content-Length said ${options.expectedBytes}`,
-      );
+      throw error;
     }
     // The hash is known only now: a metadata-only copy onto itself records it with the object.
     await this.client.send(

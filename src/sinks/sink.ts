@@ -14,6 +14,12 @@ export interface WriteOptions {
   contentType?: string;
   /** Stored beside the object where the sink can (S3 object metadata). */
   metadata?: Record<string, string>;
+  /**
+   * Runs once every byte is in, before the object takes its name (local: before the rename; S3:
+   * after the upload, deleting the object when it throws). Receives a local path to the complete
+   * bytes when the sink has one.
+   */
+  check?: (localPath: string | undefined) => Promise<void>;
   signal?: AbortSignal;
 }
 
