@@ -96,6 +96,8 @@ export async function connect(
       port: 0,
       timeScale: extras.sandboxTimeScale ?? 0.01,
       keys: [SANDBOX_KEY],
+      // Local trials stage materials on local stores (a MinIO on localhost): let the emulator fetch them.
+      allowPrivateUrls: true,
       // A fixed secret keeps result URLs signed before a restart valid after it (local use only).
       ...(extras.sandboxStateFile
         ? { stateFile: extras.sandboxStateFile, secret: "clapper-local-sandbox" }

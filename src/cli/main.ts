@@ -178,7 +178,22 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       (y) =>
         y
           .positional("manifest", { type: "string", demandOption: true, describe: "YAML or CSV manifest" })
-          .option("output", { type: "string", describe: "output folder (default: the manifest's output)" })
+          .option("output", {
+            type: "string",
+            describe: "output folder or s3://bucket/prefix (default: the manifest's output)",
+          })
+          .option("staging", {
+            type: "string",
+            describe: "s3://bucket/prefix for local materials (default: beside an S3 output; else Data URLs)",
+          })
+          .option("s3-endpoint", {
+            type: "string",
+            describe: "S3-compatible endpoint (default: the AWS SDK's configuration)",
+          })
+          .option("s3-path-style", {
+            type: "boolean",
+            describe: "path-style S3 addressing (default: on with --s3-endpoint or AWS_ENDPOINT_URL_S3)",
+          })
           .option("state", {
             type: "string",
             describe: "state file (default: .clapper/NAME/state.jsonl beside the manifest)",

@@ -6,6 +6,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { mkdir, readFile, rename } from "node:fs/promises";
 import { dirname, extname, isAbsolute, join, resolve } from "node:path";
+import pLimit from "p-limit";
 import type { Logger } from "pino";
 import {
   AuthenticationError,
@@ -23,6 +24,7 @@ import { Journal } from "../engine/journal.js";
 import { LocalLedger } from "../engine/ledger.js";
 import { ServiceGate, type ServiceLimits } from "../engine/limiter.js";
 import { acquireLock, type Lock, LockHeldError } from "../engine/lock.js";
+import { InlineStager, MaterialError, type MaterialStager, S3Stager } from "../engine/staging.js";
 import {
   applyRecord,
   initialState,
@@ -36,6 +38,7 @@ import { headCapture, MediaCheckError, verifyHead, verifyMedia } from "../engine
 import type { Job, Problem, SpeechJob, VideoJob } from "../manifest/index.js";
 import { peekManifest } from "../manifest/name.js";
 import { LocalSink } from "../sinks/local.js";
+import { createS3Client, parseS3Uri, type S3ClientOptions, type S3Location, S3Sink } from "../sinks/s3.js";
 import type { Sink } from "../sinks/sink.js";
 import { type PlanResult, plan } from "./plan.js";
 import { buildReport, type Report, writeReports } from "./report.js";
@@ -44,8 +47,12 @@ export interface RunOptions {
   manifest: string;
   cwd?: string;
   clients: Clients;
-  /** Output folder (or URI) overriding the manifest's `output`; relative to cwd. */
+  /** Output folder or s3://bucket/prefix overriding the manifest's `output`; a folder is relative to cwd. */
   output?: string;
+  /** Where local materials are staged for the services to fetch (s3://...); default: beside an S3 output. */
+  staging?: string;
+  /** S3-compatible endpoint (`--s3-endpoint`); otherwise the AWS SDK's configuration. */
+  s3?: S3ClientOptions;
   /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
   statePath?: string;
   maxPoints?: number;
@@ -100,22 +107,6 @@ export const DEFAULT_LIMITS = {
   speech: { rps: 10, inFlight: 32 },
 } as const satisfies { video: ServiceLimits; speech: ServiceLimits };
 
-const MIME: Record<string, string> = {
-  ".png": "image/png",
-  ".jpg": "image/jpeg",
-  ".jpeg": "image/jpeg",
-  ".webp": "image/webp",
-  ".gif": "image/gif",
-  ".bmp": "image/bmp",
-  ".mp4": "video/mp4",
-  ".mov": "video/quicktime",
-  ".webm": "video/webm",
-  ".mp3": "audio/mpeg",
-  ".wav": "audio/wav",
-  ".m4a": "audio/mp4",
-  ".flac": "audio/flac",
-  ".ogg": "audio/ogg",
-};
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
 /** After an interrupt, how long jobs get to reach a clean stop before the run saves and leaves. */
 const ABORT_GRACE_MS = 1500;
@@ -209,13 +200,13 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       });
     }
   }
-  const outputRoot = options.output
-    ? resolve(cwd, options.output)
-    : resolve(manifest.dir, manifest.output ?? "./output");
-  if (/^s3:\/\//i.test(options.output ?? manifest.output ?? "")) {
-    return early({ exitCode: 2, message: "S3 output is not available yet: use a local folder" });
+  let sink: Sink;
+  let stager: MaterialStager;
+  try {
+    ({ sink, stager } = outputs(options, manifest, cwd));
+  } catch (error) {
+    return early({ exitCode: 2, message: (error as Error).message });
   }
-  const sink: Sink = new LocalSink(join(outputRoot, manifest.name));
   const journalOptions = { path: statePath, initial: initialState, apply: applyRecord };
   let journal: Journal<RunState, RunRecord> | undefined;
   const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
@@ -278,12 +269,49 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     const maxAttempts = options.maxAttempts ?? 2;
     const work: Job[] = [];
     let newCost = 0;
-    for (const job of planned.jobs) {
+    // What the store holds, asked for every job at once (a HEAD each on S3), 32 at a time.
+    const looking = pLimit(32);
+    const stored = await Promise.all(
+      planned.jobs.map((job) =>
+        only && !matchesOnly(job, only) ? undefined : looking(() => sink.stat(outputKey(job))),
+      ),
+    );
+    for (const [index, job] of planned.jobs.entries()) {
       if (only && !matchesOnly(job, only)) continue;
       const st = state().jobs[job.id] as JobState;
+      const found = stored[index];
+      // The store is the truth where it can say what it holds (S3 metadata): an object made for
+      // this very request is reused even when this machine's state never saw it.
+      const meta = found?.metadata;
+      if (
+        found &&
+        meta?.fingerprint === job.fingerprint &&
+        meta.sha256 &&
+        st.output?.fingerprint !== job.fingerprint
+      ) {
+        await j.append({
+          t: "stored",
+          id: job.id,
+          output: {
+            uri: sink.uri(outputKey(job)),
+            bytes: found.bytes,
+            sha256: meta.sha256,
+            fingerprint: job.fingerprint,
+          },
+        });
+        await j.append({ t: "skip", id: job.id });
+        log.info(
+          { job: job.id, event: "skipped", uri: sink.uri(outputKey(job)) },
+          "unchanged: the store holds this result",
+        );
+        continue;
+      }
       if (st.status === "stored" && st.output?.fingerprint === job.fingerprint) {
-        const found = await sink.stat(outputKey(job));
-        if (found && found.bytes === st.output.bytes) {
+        const same =
+          found &&
+          found.bytes === st.output.bytes &&
+          (meta?.fingerprint ?? job.fingerprint) === job.fingerprint;
+        if (same) {
           const earlier = !st.attempts.some((a) => a.campaign === state().campaign);
           if (earlier && !st.skipped) {
             await j.append({ t: "skip", id: job.id });
@@ -344,6 +372,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
 
     // ---- run the jobs ----
     let stopSubmitting: string | undefined;
+    let collectionPending: string | undefined;
     const started = Date.now();
     const progress = (): void => {
       if (!options.onProgress) return;
@@ -371,6 +400,24 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     };
     progress();
 
+    /**
+     * A result that is broken (its headers say it is not what was asked) fails the job. Anything
+     * else, the download or the sink failing, leaves the job paid for and waiting to be collected:
+     * the next run fetches it again through its task, nothing is created twice.
+     */
+    const collectFailed = async (job: Job, error: unknown): Promise<void> => {
+      if (error instanceof MediaCheckError) {
+        await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
+        log.error({ job: job.id, event: "failed", error: errorInfo(error) }, "the result is not usable");
+        return;
+      }
+      collectionPending ??= `some results could not be stored (${errorInfo(error).message}); run again to collect them`;
+      log.warn(
+        { job: job.id, event: "collect-failed", error: errorInfo(error) },
+        "the result could not be stored; the next run collects it",
+      );
+    };
+
     const runJob = async (job: Job): Promise<void> => {
       const st = () => state().jobs[job.id] as JobState;
       for (;;) {
@@ -387,11 +434,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
             await collect(job, task, paid.n);
           } catch (error) {
             if (stopController.signal.aborted) return;
-            await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
-            log.error(
-              { job: job.id, event: "collect-failed", error: errorInfo(error) },
-              "the result could not be stored",
-            );
+            await collectFailed(job, error);
           }
           progress();
           return;
@@ -421,6 +464,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
           try {
             taskId = await createTask(
               options.clients,
+              stager,
               job,
               attempt.key,
               skillIds,
@@ -502,11 +546,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
             await collect(job, final, n);
           } catch (error) {
             if (stopController.signal.aborted) return;
-            await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
-            log.error(
-              { job: job.id, event: "collect-failed", error: errorInfo(error) },
-              "the result could not be stored",
-            );
+            await collectFailed(job, error);
           }
           progress();
           return;
@@ -672,7 +712,9 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       balanceAfter: interrupted
         ? undefined
         : (await options.clients.video.pointsSummary().catch(() => undefined))?.available_points,
-      ...(stopSubmitting ? { note: stopSubmitting } : {}),
+      ...(stopSubmitting || collectionPending
+        ? { note: [stopSubmitting, collectionPending].filter(Boolean).join("; ") }
+        : {}),
     });
     const reportUris = await writeReports(sink, report, options.env ?? process.env);
     if (!interrupted)
@@ -692,7 +734,9 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       statePath,
       warnings: planned.warnings,
       pollRequests: video.requests + speech.requests,
-      ...(stopSubmitting ? { message: stopSubmitting } : {}),
+      ...(stopSubmitting || collectionPending
+        ? { message: [stopSubmitting, collectionPending].filter(Boolean).join("; ") }
+        : {}),
     };
   } catch (error) {
     // Interrupted during the pre-flight (skills, voices): nothing was submitted; the journal holds what was done.
@@ -714,36 +758,56 @@ export function videoCost(job: VideoJob, task: VideoTask): number {
   return fellBack ? basePoints(job.duration) : (job.points ?? 0);
 }
 
-export class MaterialError extends Error {
-  override name = "MaterialError";
-}
-
-/** Local materials travel as Data URLs until S3 staging exists; the body limit is checked first. */
-async function videoBody(job: VideoJob, skillIds: Map<string, string>) {
+/**
+ * The create body with every material at an address the service can fetch: staged in S3 and
+ * presigned, or inline as a Data URL (then the 72 MiB body limit is checked before sending).
+ */
+async function videoBody(
+  job: VideoJob,
+  skillIds: Map<string, string>,
+  stager: MaterialStager,
+  signal: AbortSignal,
+) {
   const content = [...job.request.content];
-  let total = 0;
+  let inline = 0;
   for (const { contentIndex, ref } of job.materials) {
     const item = content[contentIndex];
     if (!item || item.type === "text") continue;
-    let url: string;
-    if (ref.source === "url") url = ref.url;
-    else if (ref.source === "s3") throw new MaterialError(`${ref.uri}: s3:// materials need S3 configured`);
-    else {
-      const data = await readFile(ref.path);
-      const mime = MIME[extname(ref.path).toLowerCase()] ?? "application/octet-stream";
-      url = `data:${mime};base64,${data.toString("base64")}`;
-    }
-    total += url.length;
+    const url = await stager.url(ref, signal);
+    if (url.startsWith("data:")) inline += url.length;
     const field = item.type;
     content[contentIndex] = { ...item, [field]: { url } } as typeof item;
   }
-  if (total > MAX_CREATE_BODY - 64 * 1024) {
+  if (inline > MAX_CREATE_BODY - 64 * 1024) {
     throw new MaterialError(
-      `${job.id}: the materials make the request ${Math.ceil(total / 1024 / 1024)} MiB as Data URLs, over the service's 72 MiB body limit; configure S3 so they can be staged`,
+      `${job.id}: the materials make the request ${Math.ceil(inline / 1024 / 1024)} MiB as Data URLs, over the service's 72 MiB body limit; configure S3 (--output s3://... or --staging s3://...) so they can be staged`,
     );
   }
   const skillId = job.skill ? (skillIds.get(job.skill.name) ?? job.skill.name) : undefined;
   return { ...job.request, content, ...(skillId ? { skill_id: skillId } : {}) };
+}
+
+/** The run's output (a folder or S3) and where its local materials are staged. */
+function outputs(options: RunOptions, manifest: { dir: string; name: string; output?: string }, cwd: string) {
+  const target = options.output ?? manifest.output ?? "./output";
+  const fromFlag = options.output !== undefined;
+  const staging = options.staging ?? (isS3(target) ? `${target.replace(/\/+$/, "")}/_staging` : undefined);
+  const client = isS3(target) || staging ? createS3Client(options.s3) : undefined;
+  const sink: Sink =
+    isS3(target) && client
+      ? new S3Sink(client, withName(parseS3Uri(target), manifest.name))
+      : new LocalSink(join(resolve(fromFlag ? cwd : manifest.dir, target), manifest.name));
+  const stager: MaterialStager =
+    staging && client ? new S3Stager(client, new S3Sink(client, parseS3Uri(staging))) : new InlineStager();
+  return { sink, stager };
+}
+
+function isS3(value: string | undefined): value is string {
+  return value !== undefined && /^s3:\/\//i.test(value);
+}
+
+function withName(location: S3Location, name: string): S3Location {
+  return { bucket: location.bucket, prefix: location.prefix ? `${location.prefix}/${name}` : name };
 }
 
 function speechBody(
@@ -755,11 +819,17 @@ function speechBody(
       ? voices.get(voiceHash(job))
       : { source: job.voice.source, voice_id: job.voice.voiceId };
   if (!voice) throw new MaterialError(`${job.id}: the reference voice was not uploaded`);
-  return { ...job.request, voice };
+  // save_voice_as made the custom voice before the run: the task uses it and saves nothing more.
+  const { save_voice: _save, voice_name: _name, ...request } = job.request as typeof job.request & {
+    save_voice?: boolean;
+    voice_name?: string;
+  };
+  return { ...request, voice };
 }
 
 async function createTask(
   clients: Clients,
+  stager: MaterialStager,
   job: Job,
   key: string,
   skillIds: Map<string, string>,
@@ -767,7 +837,7 @@ async function createTask(
   signal: AbortSignal,
 ): Promise<string> {
   if (job.kind === "video") {
-    return clients.video.createTask((await videoBody(job, skillIds)) as never, {
+    return clients.video.createTask((await videoBody(job, skillIds, stager, signal)) as never, {
       idempotencyKey: key,
       signal,
     });

@@ -29,8 +29,8 @@ export interface Sink {
   /** Streams `body` to `key`, visible only once complete (a crash leaves no half file under the name). */
   write(key: string, body: Readable, options?: WriteOptions): Promise<Written>;
   writeText(key: string, text: string, contentType?: string): Promise<string>;
-  /** Size of a stored object, or undefined when absent. */
-  stat(key: string): Promise<{ bytes: number } | undefined>;
+  /** Size of a stored object (and what its metadata says, where the store keeps some), or undefined. */
+  stat(key: string): Promise<{ bytes: number; metadata?: Record<string, string> } | undefined>;
   /** A local path to read a stored object from, when the sink has one (used to verify media). */
   localPath?(key: string): string;
 }

@@ -182,6 +182,9 @@ export function renderStatus(r: Report): string {
 export interface RunArgs {
   manifest: string;
   output?: string | undefined;
+  staging?: string | undefined;
+  "s3-endpoint"?: string | undefined;
+  "s3-path-style"?: boolean | undefined;
   state?: string | undefined;
   "max-points"?: number | undefined;
   only?: string | undefined;
@@ -259,6 +262,11 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
       fresh: args.fresh,
       track: { minIntervalMs: args["poll-interval"] * 1000 },
       ...(args.output ? { output: args.output } : {}),
+      ...(args.staging ? { staging: args.staging } : {}),
+      s3: {
+        ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
+        ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
+      },
       ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
       ...(args.only
         ? {
