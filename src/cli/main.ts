@@ -186,6 +186,15 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
             type: "string",
             describe: "s3://bucket/prefix for local materials (default: beside an S3 output; else Data URLs)",
           })
+          .option("callback-url", {
+            type: "string",
+            describe:
+              "public URL the video service posts status callbacks to (polling stays as a safety net)",
+          })
+          .option("callback-listen", {
+            type: "string",
+            describe: "[HOST:]PORT the callback listener binds (default: 0.0.0.0 and the URL's port)",
+          })
           .option("s3-endpoint", {
             type: "string",
             describe: "S3-compatible endpoint (default: the AWS SDK's configuration)",

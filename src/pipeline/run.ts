@@ -20,6 +20,7 @@ import {
 } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
 import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
+import { CallbackListener } from "../engine/callbacks.js";
 import { Journal } from "../engine/journal.js";
 import { LocalLedger } from "../engine/ledger.js";
 import { ServiceGate, type ServiceLimits } from "../engine/limiter.js";
@@ -64,6 +65,11 @@ export interface RunOptions {
   maxAttempts?: number;
   limits?: { video: ServiceLimits; speech: ServiceLimits };
   track?: Partial<TrackOptions>;
+  /**
+   * Video status callbacks: the service posts to `url`, which must reach the listener started at
+   * `listen` (directly, or through a tunnel or proxy). Polling goes on as a slow safety net.
+   */
+  callback?: { url: string; listen: { host: string; port: number } };
   /** Aborting stops submissions, saves state and ends the run as interrupted. */
   signal?: AbortSignal;
   logger: Logger;
@@ -215,17 +221,19 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   setMaxListeners(0, stopController.signal);
   const onAbort = () => stopController.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
-  const video = new VideoPoller(
-    options.clients.video,
-    { ...DEFAULT_TRACK_OPTIONS, ...options.track },
-    stopController.signal,
-  );
-  const speech = new SpeechPoller(
-    options.clients.speech,
-    { ...DEFAULT_TRACK_OPTIONS, ...options.track },
-    stopController.signal,
-  );
+  const track = { ...DEFAULT_TRACK_OPTIONS, ...options.track };
+  // With callbacks, a video task is looked at only now and then: the callbacks bring the news.
+  const videoTrack = options.callback ? { ...track, minIntervalMs: track.minIntervalMs * 10 } : track;
+  const video = new VideoPoller(options.clients.video, videoTrack, stopController.signal);
+  const listener = options.callback
+    ? new CallbackListener({ ...options.callback.listen, onTask: (task) => video.offer(task) })
+    : undefined;
+  const speech = new SpeechPoller(options.clients.speech, track, stopController.signal);
   try {
+    if (listener) {
+      const { port } = await listener.start();
+      log.info({ event: "callbacks", url: options.callback?.url, port }, "listening for video callbacks");
+    }
     journal = await Journal.open<RunState, RunRecord>(journalOptions);
     if (options.fresh) {
       const epoch = journal.state.epoch + 1;
@@ -465,6 +473,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
             taskId = await createTask(
               options.clients,
               stager,
+              options.callback && listener ? { url: options.callback.url, token: listener.token } : undefined,
               job,
               attempt.key,
               skillIds,
@@ -746,6 +755,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   } finally {
     signal.removeEventListener("abort", onAbort);
     stopController.abort();
+    await listener?.close();
     if (!options.gate) await gate.stop();
     await journal?.close();
     await lock.release();
@@ -820,7 +830,11 @@ function speechBody(
       : { source: job.voice.source, voice_id: job.voice.voiceId };
   if (!voice) throw new MaterialError(`${job.id}: the reference voice was not uploaded`);
   // save_voice_as made the custom voice before the run: the task uses it and saves nothing more.
-  const { save_voice: _save, voice_name: _name, ...request } = job.request as typeof job.request & {
+  const {
+    save_voice: _save,
+    voice_name: _name,
+    ...request
+  } = job.request as typeof job.request & {
     save_voice?: boolean;
     voice_name?: string;
   };
@@ -830,6 +844,7 @@ function speechBody(
 async function createTask(
   clients: Clients,
   stager: MaterialStager,
+  callback: { url: string; token: string } | undefined,
   job: Job,
   key: string,
   skillIds: Map<string, string>,
@@ -837,7 +852,9 @@ async function createTask(
   signal: AbortSignal,
 ): Promise<string> {
   if (job.kind === "video") {
-    return clients.video.createTask((await videoBody(job, skillIds, stager, signal)) as never, {
+    const body = await videoBody(job, skillIds, stager, signal);
+    const hooks = callback ? { callback_url: callback.url, callback_token: callback.token } : {};
+    return clients.video.createTask({ ...body, ...hooks } as never, {
       idempotencyKey: key,
       signal,
     });

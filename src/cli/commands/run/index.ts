@@ -185,6 +185,8 @@ export interface RunArgs {
   staging?: string | undefined;
   "s3-endpoint"?: string | undefined;
   "s3-path-style"?: boolean | undefined;
+  "callback-url"?: string | undefined;
+  "callback-listen"?: string | undefined;
   state?: string | undefined;
   "max-points"?: number | undefined;
   only?: string | undefined;
@@ -263,6 +265,9 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
       track: { minIntervalMs: args["poll-interval"] * 1000 },
       ...(args.output ? { output: args.output } : {}),
       ...(args.staging ? { staging: args.staging } : {}),
+      ...(args["callback-url"]
+        ? { callback: callbackOptions(args["callback-url"], args["callback-listen"]) }
+        : {}),
       s3: {
         ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
         ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
@@ -297,4 +302,30 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
     await conn.close();
     await gate.stop();
   }
+}
+
+/** `--callback-url` and `--callback-listen [HOST:]PORT` (default: every address, the URL's port). */
+export function callbackOptions(
+  url: string,
+  listen: string | undefined,
+): { url: string; listen: { host: string; port: number } } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ExitError(
+      2,
+      `--callback-url must be an absolute http or https URL, got ${JSON.stringify(url)}`,
+    );
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new ExitError(2, `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`);
+  }
+  const m = (listen ?? "").match(/^(?:(.+):)?(\d+)$/);
+  if (listen !== undefined && !m)
+    throw new ExitError(2, `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`);
+  const port = m ? Number(m[2]) : Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80));
+  if (!(port >= 0 && port <= 65535))
+    throw new ExitError(2, `--callback-listen port must be 0-65535, got ${port}`);
+  return { url, listen: { host: m?.[1] ?? "0.0.0.0", port } };
 }

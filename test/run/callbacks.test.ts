@@ -1,0 +1,117 @@
+// Video status callbacks during a run: the listener takes pushes carrying the run's token, drops
+// duplicates, hands the news to the tracker, and polling falls back to a slow safety net.
+import { createServer } from "node:net";
+import { describe, expect, it } from "vitest";
+import { callbackOptions } from "../../src/cli/commands/run/index.js";
+import { ExitError } from "../../src/cli/errors.js";
+import { created, runIn, setup } from "./helpers.js";
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const shots = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    id: `s${i + 1}`,
+    prompt: `[sandbox:slow] shot ${i + 1} of a lighthouse`,
+  }));
+
+describe("run with --callback-url", () => {
+  it("finishes on callbacks, looks at video tasks far less, and creates each task once", async () => {
+    const { s, w } = await setup();
+    const manifest = await w.manifest({ shots: shots(4) });
+    const port = await freePort();
+    const callback = { url: `http://127.0.0.1:${port}/hooks/clapper`, listen: { host: "127.0.0.1", port } };
+    const withHooks = await runIn(s, manifest, {
+      callback,
+      track: { minIntervalMs: 20, maxIntervalMs: 60_000 },
+    });
+    expect(withHooks.outcome.exitCode).toBe(0);
+    const st = await s.stats();
+    expect(created(st)).toBe(4);
+    // queued, running and succeeded for each of the four tasks reached the listener.
+    expect(st.callbacks.delivered).toBeGreaterThanOrEqual(12);
+    expect(st.callbacks.failed).toBe(0);
+    const polls =
+      (st.requests["GET /vid/v2/query/video_generation"] ?? 0) +
+      (st.requests["GET /vid/v2/query/video_generation/{task_id}"] ?? 0);
+
+    // The same manifest without callbacks, polled at the same base interval, needs more looks.
+    const { s: s2, w: w2 } = await setup();
+    const plain = await runIn(s2, await w2.manifest({ shots: shots(4) }), {
+      track: { minIntervalMs: 20, maxIntervalMs: 60_000 },
+    });
+    expect(plain.outcome.exitCode).toBe(0);
+    const st2 = await s2.stats();
+    const polls2 =
+      (st2.requests["GET /vid/v2/query/video_generation"] ?? 0) +
+      (st2.requests["GET /vid/v2/query/video_generation/{task_id}"] ?? 0);
+    expect(polls).toBeLessThan(polls2);
+  });
+
+  it("refuses pushes without the run's token and drops duplicates", async () => {
+    const { CallbackListener } = await import("../../src/engine/callbacks.js");
+    const seen: string[] = [];
+    const listener = new CallbackListener({
+      host: "127.0.0.1",
+      port: 0,
+      onTask: (t) => seen.push(`${t.id}:${t.status}`),
+    });
+    const { port } = await listener.start();
+    try {
+      const task = {
+        id: "vtask_1",
+        model: "Vid-H3",
+        status: "running",
+        created_at: 1,
+        updated_at: 2,
+        resolution: "768P",
+        duration: 5,
+        ratio: "16:9",
+        task_type: "generation",
+        modality: "video",
+        estimated_remaining_seconds: 3,
+        usage: {},
+      };
+      const post = (token: string | undefined, body: unknown) =>
+        fetch(`http://127.0.0.1:${port}/`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(token ? { "x-callback-token": token } : {}) },
+          body: JSON.stringify(body),
+        });
+      expect((await post(undefined, { task })).status).toBe(401);
+      expect((await post("not-the-token", { task })).status).toBe(401);
+      expect((await post(listener.token, { task })).status).toBe(204);
+      expect((await post(listener.token, { task })).status).toBe(204);
+      expect(
+        (await post(listener.token, { task: { ...task, status: "succeeded", updated_at: 3 } })).status,
+      ).toBe(204);
+      expect((await post(listener.token, { nonsense: true })).status).toBe(400);
+      expect(seen).toEqual(["vtask_1:running", "vtask_1:succeeded"]);
+      expect(listener.stats).toEqual({ received: 6, accepted: 2, duplicates: 1, refused: 3 });
+    } finally {
+      await listener.close();
+    }
+  });
+
+  it("reads --callback-listen as [HOST:]PORT, defaulting to every address and the URL's port", () => {
+    expect(callbackOptions("https://hooks.example.com/clapper", undefined)).toEqual({
+      url: "https://hooks.example.com/clapper",
+      listen: { host: "0.0.0.0", port: 443 },
+    });
+    expect(callbackOptions("http://hooks.example.com:8080/x", "127.0.0.1:9000").listen).toEqual({
+      host: "127.0.0.1",
+      port: 9000,
+    });
+    expect(callbackOptions("http://hooks.example.com/x", "7000").listen).toEqual({
+      host: "0.0.0.0",
+      port: 7000,
+    });
+    expect(() => callbackOptions("ftp://x/y", undefined)).toThrow(ExitError);
+    expect(() => callbackOptions("http://x/y", "host:port")).toThrow("[HOST:]PORT");
+  });
+});
