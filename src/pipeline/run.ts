@@ -5,7 +5,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { mkdir, readFile, rename } from "node:fs/promises";
-import { dirname, extname, isAbsolute, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import pLimit from "p-limit";
 import type { Logger } from "pino";
 import {

@@ -34,8 +34,8 @@ describe("run with --callback-url", () => {
     const st = await s.stats();
     expect(created(st)).toBe(4);
     // queued, running and succeeded for each of the four tasks reached the listener.
-    expect(st.callbacks.delivered).toBeGreaterThanOrEqual(12);
-    expect(st.callbacks.failed).toBe(0);
+    expect(s.world.stats.callbacks.delivered).toBeGreaterThanOrEqual(12);
+    expect(s.world.stats.callbacks.failed).toBe(0);
     const polls =
       (st.requests["GET /vid/v2/query/video_generation"] ?? 0) +
       (st.requests["GET /vid/v2/query/video_generation/{task_id}"] ?? 0);
