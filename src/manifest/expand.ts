@@ -219,6 +219,25 @@ function speechField(path: ReadonlyArray<string | number>, textField: string): s
   return formatPath(path);
 }
 
+/** The row's id, reported when missing (no job without one) or when it is unfit for file names and keys. */
+function checkedId(
+  ctx: ExpandContext,
+  row: RawRow,
+  origins: Origins,
+  id: string | undefined,
+): string | undefined {
+  if (id === undefined) {
+    ctx.problems.error(row.file, row.line, "id", "is required");
+    return undefined;
+  }
+  if (!ID_PATTERN.test(id)) {
+    at(ctx, row, origins, "id").error(
+      `expected letters, digits, ".", "_" or "-" (at most 64), got ${JSON.stringify(id)}`,
+    );
+  }
+  return id;
+}
+
 export async function expandShot(
   row: RawRow,
   ctx: ExpandContext,
@@ -229,16 +248,8 @@ export async function expandShot(
   const errorsBefore = ctx.problems.errorCount;
   const { values: raw, origins } = merged("shot", row, ctx, defaultsRead);
   const v = raw as ShotValues;
-  const id = v.id;
-  if (id === undefined) {
-    ctx.problems.error(row.file, row.line, "id", "is required");
-    return [];
-  }
-  if (!ID_PATTERN.test(id)) {
-    at(ctx, row, origins, "id").error(
-      `expected letters, digits, ".", "_" or "-" (at most 64), got ${JSON.stringify(id)}`,
-    );
-  }
+  const id = checkedId(ctx, row, origins, v.id);
+  if (id === undefined) return [];
 
   const prompt = await fillText(ctx, row, origins, v as Record<string, unknown>, "prompt");
   const content: VideoCreateRequest["content"] = [];
@@ -438,16 +449,8 @@ export async function expandLine(
   const errorsBefore = ctx.problems.errorCount;
   const { values: raw, origins } = merged("line", row, ctx, defaultsRead);
   const v = raw as LineValues;
-  const id = v.id;
-  if (id === undefined) {
-    ctx.problems.error(row.file, row.line, "id", "is required");
-    return [];
-  }
-  if (!ID_PATTERN.test(id)) {
-    at(ctx, row, origins, "id").error(
-      `expected letters, digits, ".", "_" or "-" (at most 64), got ${JSON.stringify(id)}`,
-    );
-  }
+  const id = checkedId(ctx, row, origins, v.id);
+  if (id === undefined) return [];
   if (v.shot !== undefined && !shotIds.has(v.shot)) {
     at(ctx, row, origins, "shot").error(
       `no shot ${JSON.stringify(v.shot)}${didYouMean(v.shot, [...shotIds])}`,
