@@ -278,7 +278,9 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
         y
           .positional("manifest", { type: "string", demandOption: true })
           .option("state", { type: "string" })
-          .option("output", { type: "string" }),
+          .option("output", { type: "string", describe: "the run's output folder or s3://bucket/prefix" })
+          .option("s3-endpoint", { type: "string", describe: "S3-compatible endpoint" })
+          .option("s3-path-style", { type: "boolean", describe: "path-style S3 addressing" }),
       async (args) => {
         const { rewriteReport } = await import("./commands/run/index.js");
         const { report, uris } = await rewriteReport({
@@ -286,6 +288,10 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
           cwd: process.cwd(),
           env,
           ...optional(args),
+          s3: {
+            ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
+            ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
+          },
         });
         stdout((args as unknown as GlobalArgs).json ? json(report) : uris.join("\n"));
       },

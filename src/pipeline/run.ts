@@ -725,7 +725,15 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         ? { note: [stopSubmitting, collectionPending].filter(Boolean).join("; ") }
         : {}),
     });
-    const reportUris = await writeReports(sink, report, options.env ?? process.env);
+    let reportUris: string[] | undefined;
+    let reportFailed: string | undefined;
+    try {
+      reportUris = await writeReports(sink, report, options.env ?? process.env);
+    } catch (error) {
+      // The outcome still reaches the caller and the journal; the reports can be written again.
+      reportFailed = `the reports could not be written to ${sink.uri("reports")}: ${errorInfo(error).message}; the state is saved: run again (or clapper report) to write them`;
+      log.error({ event: "report-failed", error: errorInfo(error) }, "the reports could not be written");
+    }
     if (!interrupted)
       await j.append(
         {
@@ -735,17 +743,16 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         },
         { durable: true },
       );
-    const exitCode = interrupted ? 4 : report.run.status === "succeeded" ? 0 : 1;
+    const exitCode = interrupted ? 4 : report.run.status === "succeeded" && !reportFailed ? 0 : 1;
+    const notes = [stopSubmitting, collectionPending, reportFailed].filter(Boolean);
     return {
       exitCode,
       report,
-      reportUris,
+      ...(reportUris ? { reportUris } : {}),
       statePath,
       warnings: planned.warnings,
       pollRequests: video.requests + speech.requests,
-      ...(stopSubmitting || collectionPending
-        ? { message: [stopSubmitting, collectionPending].filter(Boolean).join("; ") }
-        : {}),
+      ...(notes.length > 0 ? { message: notes.join("; ") } : {}),
     };
   } catch (error) {
     // Interrupted during the pre-flight (skills, voices): nothing was submitted; the journal holds what was done.
@@ -798,7 +805,11 @@ async function videoBody(
 }
 
 /** The run's output (a folder or S3) and where its local materials are staged. */
-function outputs(options: RunOptions, manifest: { dir: string; name: string; output?: string }, cwd: string) {
+export function outputs(
+  options: Pick<RunOptions, "output" | "staging" | "s3">,
+  manifest: { dir: string; name: string; output?: string },
+  cwd: string,
+) {
   const target = options.output ?? manifest.output ?? "./output";
   const fromFlag = options.output !== undefined;
   const staging = options.staging ?? (isS3(target) ? `${target.replace(/\/+$/, "")}/_staging` : undefined);

@@ -98,6 +98,12 @@ export class S3Sink implements Sink {
     options.signal?.addEventListener("abort", abort, { once: true });
     try {
       await upload.done();
+    } catch (error) {
+      // A failed or aborted upload stops reading, but nothing closes its source: without this the
+      // body (a download from the service) would go on draining, or stay open on its connection.
+      source.destroy();
+      body.destroy();
+      throw storeError(error, `writing ${this.uri(key)}`);
     } finally {
       options.signal?.removeEventListener("abort", abort);
     }
@@ -117,28 +123,36 @@ export class S3Sink implements Sink {
       throw error;
     }
     // The hash is known only now: a metadata-only copy onto itself records it with the object.
-    await this.client.send(
-      new CopyObjectCommand({
-        Bucket: this.location.bucket,
-        Key,
-        CopySource: `${this.location.bucket}/${encodeURIComponent(Key).replace(/%2F/g, "/")}`,
-        MetadataDirective: "REPLACE",
-        Metadata: { ...metadata, sha256: written.sha256 },
-        ...(options.contentType ? { ContentType: options.contentType } : {}),
-      }),
-    );
+    await this.client
+      .send(
+        new CopyObjectCommand({
+          Bucket: this.location.bucket,
+          Key,
+          CopySource: `${this.location.bucket}/${encodeURIComponent(Key).replace(/%2F/g, "/")}`,
+          MetadataDirective: "REPLACE",
+          Metadata: { ...metadata, sha256: written.sha256 },
+          ...(options.contentType ? { ContentType: options.contentType } : {}),
+        }),
+      )
+      .catch((error: unknown) => {
+        throw storeError(error, `labelling ${this.uri(key)} with its sha256`);
+      });
     return { uri: this.uri(key), ...written };
   }
 
   async writeText(key: string, text: string, contentType = "text/plain; charset=utf-8"): Promise<string> {
-    await this.client.send(
-      new PutObjectCommand({
-        Bucket: this.location.bucket,
-        Key: this.key(key),
-        Body: text,
-        ContentType: contentType,
-      }),
-    );
+    await this.client
+      .send(
+        new PutObjectCommand({
+          Bucket: this.location.bucket,
+          Key: this.key(key),
+          Body: text,
+          ContentType: contentType,
+        }),
+      )
+      .catch((error: unknown) => {
+        throw storeError(error, `writing ${this.uri(key)}`);
+      });
     return this.uri(key);
   }
 
@@ -155,7 +169,7 @@ export class S3Sink implements Sink {
       ) {
         return undefined;
       }
-      throw error;
+      throw storeError(error, `looking for ${this.uri(key)}`);
     }
   }
 
@@ -177,6 +191,24 @@ export class S3Sink implements Sink {
     );
     return res.Body as Readable;
   }
+}
+
+/** A store that cannot be reached or refuses a request; the SDK's error is the cause. */
+export class S3StoreError extends Error {
+  override name = "S3StoreError";
+}
+
+/**
+ * Says what was being done to which object. The SDK's own messages can be bare: an error answer to
+ * a HEAD has no body, so it arrives as "UnknownError" with nothing but its HTTP status.
+ */
+function storeError(error: unknown, doing: string): Error {
+  if (!(error instanceof Error) || error.name === "AbortError") return error as Error;
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const bare = !error.message || error.message === error.name || error.message === "UnknownError";
+  let detail = bare && status !== undefined ? `HTTP ${status}` : error.message || error.name;
+  if (status === 403) detail += " (access denied: check the credentials and the bucket's permissions)";
+  return new S3StoreError(`S3: ${doing} failed: ${detail}`, { cause: error });
 }
 
 /** S3 user metadata is ASCII only: other characters are percent-encoded. */

@@ -16,13 +16,8 @@ import {
 import { formatProblem, loadManifest } from "../../../manifest/index.js";
 import { peekManifest } from "../../../manifest/name.js";
 import { buildReport, type Report, writeReports } from "../../../pipeline/report.js";
-import {
-  defaultStatePath,
-  type RunOutcome,
-  run,
-  defaultStatePath as statePathFor,
-} from "../../../pipeline/run.js";
-import { LocalSink } from "../../../sinks/local.js";
+import { defaultStatePath, outputs, type RunOutcome, run } from "../../../pipeline/run.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { type ConnectionArgs, connect } from "../../config.js";
 import { ExitError } from "../../errors.js";
 import { createLogger, type LogLevel } from "../../logger.js";
@@ -62,7 +57,6 @@ export function renderOutcome(o: RunOutcome): string {
 
 interface StateLocation {
   statePath: string;
-  outputDir: string;
 }
 
 async function locate(manifestPath: string, cwd: string, opts: { state?: string; output?: string }) {
@@ -73,7 +67,6 @@ async function locate(manifestPath: string, cwd: string, opts: { state?: string;
   const m = loaded.manifest;
   const where: StateLocation = {
     statePath: opts.state ? resolve(cwd, opts.state) : defaultStatePath(m.dir, m.name),
-    outputDir: join(opts.output ? resolve(cwd, opts.output) : resolve(m.dir, m.output ?? "./output"), m.name),
   };
   return { loaded, manifest: m, ...where };
 }
@@ -105,9 +98,10 @@ export async function rewriteReport(o: {
   cwd: string;
   state?: string;
   output?: string;
+  s3?: S3ClientOptions;
   env: NodeJS.ProcessEnv;
 }) {
-  const { loaded, manifest, statePath, outputDir } = await locate(o.manifest, o.cwd, o);
+  const { loaded, manifest, statePath } = await locate(o.manifest, o.cwd, o);
   let lock: Awaited<ReturnType<typeof acquireLock>>;
   try {
     lock = await acquireLock(`${statePath}.lock`);
@@ -124,7 +118,13 @@ export async function rewriteReport(o: {
       name: manifest.name,
       interrupted: state.run?.finished_at === undefined && state.run !== undefined,
     });
-    const uris = await writeReports(new LocalSink(outputDir), report, o.env);
+    // The same output as the run's: a folder, or S3.
+    const { sink } = outputs(
+      { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },
+      manifest,
+      o.cwd,
+    );
+    const uris = await writeReports(sink, report, o.env);
     return { report, uris };
   } finally {
     await lock.release();
@@ -237,7 +237,7 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
   const limits = { rps: args.rps, inFlight: args["in-flight"] };
   const gate = new ServiceGate({ video: limits, speech: limits });
   const peek = await peekManifest(args.manifest, cwd);
-  const statePath = args.state ? resolve(cwd, args.state) : statePathFor(peek.dir, peek.name);
+  const statePath = args.state ? resolve(cwd, args.state) : defaultStatePath(peek.dir, peek.name);
   await mkdir(dirname(statePath), { recursive: true });
   const conn = await connect(global, o.env, logger, {
     gate,

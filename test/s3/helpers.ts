@@ -1,0 +1,242 @@
+// Shared by the S3 suites: a real S3 protocol server (s3rver) on loopback with its files in a temp
+// folder, a log of every request it answered, an SDK client of our own to look at what a run left
+// there, and small materials (PNG frames) made at test time.
+import { createHash } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { deflateSync } from "node:zlib";
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import S3rver from "s3rver";
+
+export const BUCKET = "clapper-out";
+/** s3rver's built-in credentials. The runner finds them through the SDK's chain (the environment). */
+export const S3_ENV = {
+  AWS_ACCESS_KEY_ID: "S3RVER",
+  AWS_SECRET_ACCESS_KEY: "S3RVER",
+  AWS_REGION: "us-east-1",
+};
+Object.assign(process.env, S3_ENV);
+
+export interface S3Request {
+  method: string;
+  /** Path-style: `/bucket/key`. */
+  path: string;
+  query: string;
+  /** A CopyObject (a PUT naming a source). */
+  copy: boolean;
+  /** A presigned request (the signature in the query string), as the service fetches materials. */
+  presigned: boolean;
+  status: number;
+}
+
+export interface Store {
+  port: number;
+  endpoint: string;
+  directory: string;
+  /** Every request answered since the store started (across restarts). */
+  requests: S3Request[];
+  /** Our own client, to look at the store from outside the run. */
+  client: S3Client;
+  /** Stops at once: open connections (uploads under way) are cut. */
+  kill(): Promise<void>;
+  /** Starts again on the same port and folder. */
+  restart(): Promise<void>;
+  /** Every key under `prefix` with its size. */
+  list(prefix?: string): Promise<Array<{ key: string; bytes: number }>>;
+  /** An object downloaded whole and hashed, with its metadata; undefined when absent. */
+  object(key: string): Promise<StoredObject | undefined>;
+  head(key: string): Promise<{ bytes: number; metadata: Record<string, string> } | undefined>;
+  put(key: string, body: Buffer | string, contentType?: string): Promise<void>;
+  remove(key: string): Promise<void>;
+  /** Body PUTs (not copies) whose key starts with `prefix`. */
+  puts(prefix: string): S3Request[];
+  close(): Promise<void>;
+}
+
+export interface StoredObject {
+  bytes: number;
+  sha256: string;
+  metadata: Record<string, string>;
+  contentType: string | undefined;
+  text: string;
+}
+
+async function listen(directory: string, port: number, log: S3Request[]): Promise<S3rver> {
+  const server = new S3rver({
+    port,
+    address: "127.0.0.1",
+    silent: true,
+    directory,
+    configureBuckets: [{ name: BUCKET }],
+  });
+  // First in the stack, so it sees every request before s3rver's router answers it.
+  server.middleware.unshift(async (ctx, next) => {
+    try {
+      await next();
+    } finally {
+      log.push({
+        method: ctx.method,
+        path: decodeURIComponent(ctx.path),
+        query: ctx.querystring,
+        copy: ctx.headers["x-amz-copy-source"] !== undefined,
+        presigned: /(^|&)X-Amz-Signature=/.test(ctx.querystring),
+        status: ctx.status,
+      });
+    }
+  });
+  await server.run();
+  return server;
+}
+
+async function stopServer(server: S3rver | undefined, abrupt: boolean): Promise<void> {
+  if (!server?.httpServer?.listening) return;
+  const closed = server.close();
+  if (abrupt) server.httpServer.closeAllConnections();
+  else server.httpServer.closeIdleConnections();
+  await closed;
+}
+
+export async function startStore(): Promise<Store> {
+  const directory = await mkdtemp(join(tmpdir(), "clapper-s3-"));
+  const requests: S3Request[] = [];
+  let server: S3rver | undefined = await listen(directory, 0, requests);
+  const address = server.httpServer?.address();
+  if (!address || typeof address === "string") throw new Error("s3rver is not listening");
+  const port = address.port;
+  const endpoint = `http://127.0.0.1:${port}`;
+  const client = new S3Client({
+    endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+    requestChecksumCalculation: "WHEN_REQUIRED",
+    responseChecksumValidation: "WHEN_REQUIRED",
+  });
+  const head: Store["head"] = async (key) => {
+    try {
+      const res = await client.send(new HeadObjectCommand({ Bucket: BUCKET, Key: key }));
+      return { bytes: res.ContentLength ?? -1, metadata: res.Metadata ?? {} };
+    } catch (error) {
+      if ((error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404)
+        return undefined;
+      throw error;
+    }
+  };
+  return {
+    port,
+    endpoint,
+    directory,
+    requests,
+    client,
+    async kill() {
+      await stopServer(server, true);
+      server = undefined;
+    },
+    async restart() {
+      await stopServer(server, true);
+      server = await listen(directory, port, requests);
+    },
+    async list(prefix = "") {
+      const out: Array<{ key: string; bytes: number }> = [];
+      let token: string | undefined;
+      do {
+        const page = await client.send(
+          new ListObjectsV2Command({ Bucket: BUCKET, Prefix: prefix, ContinuationToken: token }),
+        );
+        for (const o of page.Contents ?? []) out.push({ key: o.Key ?? "", bytes: o.Size ?? -1 });
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+      return out.sort((a, b) => a.key.localeCompare(b.key));
+    },
+    async object(key) {
+      const found = await head(key);
+      if (!found) return undefined;
+      const res = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }));
+      // Streamed and hashed: results can be large.
+      const hash = createHash("sha256");
+      const start: Buffer[] = [];
+      let bytes = 0;
+      for await (const chunk of res.Body as Readable) {
+        hash.update(chunk as Buffer);
+        if (bytes < 1024 * 1024) start.push(chunk as Buffer);
+        bytes += (chunk as Buffer).length;
+      }
+      return {
+        bytes,
+        sha256: hash.digest("hex"),
+        metadata: res.Metadata ?? {},
+        contentType: res.ContentType,
+        text: bytes <= 1024 * 1024 ? Buffer.concat(start).toString("utf8") : "",
+      };
+    },
+    head,
+    async put(key, body, contentType) {
+      await client.send(
+        new PutObjectCommand({
+          Bucket: BUCKET,
+          Key: key,
+          Body: body,
+          ...(contentType ? { ContentType: contentType } : {}),
+        }),
+      );
+    },
+    async remove(key) {
+      await client.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: key }));
+    },
+    puts: (prefix) =>
+      requests.filter((r) => r.method === "PUT" && !r.copy && r.path.startsWith(`/${BUCKET}/${prefix}`)),
+    async close() {
+      client.destroy();
+      await stopServer(server, true);
+      server = undefined;
+      await rm(directory, { recursive: true, force: true });
+    },
+  };
+}
+
+const CRC = new Int32Array(256).map((_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+
+function crc32(buf: Buffer): number {
+  let c = 0xffffffff;
+  for (const b of buf) c = (CRC[(c ^ b) & 0xff] as number) ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** A valid grey PNG; `seed` changes its bytes (a text chunk) without changing the picture. */
+export function png(width: number, height: number, seed = ""): Buffer {
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const out = Buffer.alloc(body.length + 8);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc32(body), body.length + 4);
+    return out;
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr[8] = 8;
+  ihdr[9] = 0;
+  return Buffer.concat([
+    Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]),
+    chunk("IHDR", ihdr),
+    ...(seed ? [chunk("tEXt", Buffer.from(`Comment\0${seed}`, "latin1"))] : []),
+    chunk("IDAT", deflateSync(Buffer.alloc((width + 1) * height))),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
+}
+
+export const sha256Of = (data: Buffer | string) => createHash("sha256").update(data).digest("hex");
