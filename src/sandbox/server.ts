@@ -49,6 +49,8 @@ const KiB = 1024;
 
 interface Faults {
   error_rate: number;
+  /** Every Nth API request answers 503: faults a test can count on (0: off). */
+  error_every: number;
   drop_rate: number;
   latency_ms: number;
   rate_limit_rps: number | null;
@@ -56,6 +58,7 @@ interface Faults {
 
 const FaultsBody = z.object({
   error_rate: z.number().min(0).max(1).optional(),
+  error_every: z.number().int().min(0).optional(),
   drop_rate: z.number().min(0).max(1).optional(),
   latency_ms: z.number().int().min(0).max(600_000).optional(),
   rate_limit_rps: z.number().positive().nullable().optional(),
@@ -156,7 +159,14 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     video.syncAll(org);
     speech.syncAll(org);
   };
-  const faults: Faults = { error_rate: 0, drop_rate: 0, latency_ms: 0, rate_limit_rps: options.rateLimit };
+  const faults: Faults = {
+    error_rate: 0,
+    error_every: 0,
+    drop_rate: 0,
+    latency_ms: 0,
+    rate_limit_rps: options.rateLimit,
+  };
+  let apiRequests = 0;
   const limiter = new RateLimiter();
   const media = { video_pad_bytes: 0 };
 
@@ -404,7 +414,9 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
           }
           dropAfter = true;
         }
-        if (!dropAfter && faults.error_rate > 0 && Math.random() < faults.error_rate) {
+        apiRequests += 1;
+        const every = faults.error_every > 0 && apiRequests % faults.error_every === 0;
+        if (!dropAfter && (every || (faults.error_rate > 0 && Math.random() < faults.error_rate))) {
           throw new ApiError(
             503,
             "service_unavailable_error",

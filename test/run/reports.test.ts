@@ -249,9 +249,10 @@ describe("the API key", () => {
     await writeFile(join(w.out(), "shots/s01.mp4"), "not a video any more");
     for (const f of await filesUnder(w.out()))
       if (/\.(wav|mp4)$/.test(f) && !f.endsWith("s01.mp4")) await rm(f);
-    await s.faults({ error_rate: 0.3 });
+    // Every third API request fails: the error paths run for certain, not by chance.
+    await s.faults({ error_every: 3 });
     const faulty = await cli(s, ["run", manifest, "--poll-interval", "0.02"], {}, "trace");
-    await s.faults({ error_rate: 0 });
+    await s.faults({ error_every: 0 });
     expect(faulty.code).toBe(1);
     expect(faulty.logs.lines().some((l) => l.status === 503)).toBe(true);
 

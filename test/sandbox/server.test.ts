@@ -452,11 +452,28 @@ describe("one balance for both services", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("injected faults", () => {
+  it("answers every Nth API request with 503 when error_every is N", async () => {
+    const s = await fresh();
+    await faults(s, { error_every: 3 });
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await call(s.url, "GET", "/audio/v1/pricing")).status);
+    expect(statuses).toEqual([200, 200, 503, 200, 200, 503]);
+    await faults(s, { error_every: 0 });
+    expect((await call(s.url, "GET", "/audio/v1/pricing")).status).toBe(200);
+  });
+
   it("echoes the fault settings and validates them", async () => {
     const s = await fresh();
-    expect(await faults(s, {})).toEqual({ error_rate: 0, drop_rate: 0, latency_ms: 0, rate_limit_rps: null });
+    expect(await faults(s, {})).toEqual({
+      error_rate: 0,
+      error_every: 0,
+      drop_rate: 0,
+      latency_ms: 0,
+      rate_limit_rps: null,
+    });
     expect(await faults(s, { latency_ms: 5, rate_limit_rps: 50 })).toEqual({
       error_rate: 0,
+      error_every: 0,
       drop_rate: 0,
       latency_ms: 5,
       rate_limit_rps: 50,
@@ -471,6 +488,8 @@ describe("injected faults", () => {
       { latency_ms: 1.5 },
       { rate_limit_rps: 0 },
       { error_rate: "0.5" },
+      { error_every: -1 },
+      { error_every: 2.5 },
     ]) {
       expectError(await control(s, "POST", "/faults", body), 400, "bad_request_error", Object.keys(body)[0]!);
     }
