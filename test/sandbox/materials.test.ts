@@ -2,7 +2,6 @@
 // video durations) and the result media (signed URLs, Range, the MP4's duration and size), over HTTP.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { deflateSync } from "node:zlib";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { ValidationErrorBody } from "../../src/api/common.js";
@@ -10,6 +9,7 @@ import { mp4Seconds } from "../../src/api/mp4.js";
 import { VideoCreateResponse, type VideoTask, VideoTaskResponse } from "../../src/api/video.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
 import { makeMp4, makeWav } from "../../src/sandbox/media.js";
+import { png } from "../helpers/png.js";
 import { call, download, fileServer, type Reply, sandbox, until } from "../helpers/sandbox.js";
 
 const MiB = 1024 * 1024;
@@ -59,37 +59,6 @@ async function scripted(routes: Record<string, Handler>) {
 }
 
 // ---- media makers and readers ----
-
-function crc32(buf: Buffer): number {
-  let c = 0xffffffff;
-  for (const b of buf) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  }
-  return (c ^ 0xffffffff) >>> 0;
-}
-
-/** A valid greyscale PNG (zero rows compress to almost nothing, so big sizes stay small). */
-function png(width: number, height: number): Buffer {
-  const chunk = (type: string, data: Buffer) => {
-    const typed = Buffer.concat([Buffer.from(type, "latin1"), data]);
-    const out = Buffer.alloc(typed.length + 8);
-    out.writeUInt32BE(data.length, 0);
-    typed.copy(out, 4);
-    out.writeUInt32BE(crc32(typed), typed.length + 4);
-    return out;
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8;
-  return Buffer.concat([
-    Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]),
-    chunk("IHDR", ihdr),
-    chunk("IDAT", deflateSync(Buffer.alloc((width + 1) * height))),
-    chunk("IEND", Buffer.alloc(0)),
-  ]);
-}
 
 const dataUrl = (mime: string, data: Buffer) => `data:${mime};base64,${data.toString("base64")}`;
 

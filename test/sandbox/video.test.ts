@@ -2,7 +2,6 @@
 // (/work/shared/spec/video-generation-api.md) and the README's documented choices.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { deflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   BusinessErrorBody,
@@ -21,6 +20,7 @@ import {
   VideoTaskResponse,
 } from "../../src/api/video.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
+import { png } from "../helpers/png.js";
 import { type CallOptions, call, KEY, type Reply, sandbox, until } from "../helpers/sandbox.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -29,45 +29,6 @@ import { type CallOptions, call, KEY, type Reply, sandbox, until } from "../help
 type Content = Record<string, unknown>;
 
 const text = (t: string): Content => ({ type: "text", text: t });
-
-function crcTable(): Uint32Array {
-  const table = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
-  }
-  return table;
-}
-const CRC = crcTable();
-function crc32(buf: Buffer): number {
-  let c = 0xffffffff;
-  for (const b of buf) c = (CRC[(c ^ b) & 0xff] as number) ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-
-/** A valid grey PNG of the given size (tiny: the rows are zeros and deflate well). */
-function png(width: number, height: number): Buffer {
-  const chunk = (type: string, data: Buffer) => {
-    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
-    const out = Buffer.alloc(body.length + 8);
-    out.writeUInt32BE(data.length, 0);
-    body.copy(out, 4);
-    out.writeUInt32BE(crc32(body), body.length + 4);
-    return out;
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8; // bit depth
-  ihdr[9] = 0; // greyscale
-  return Buffer.concat([
-    Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]),
-    chunk("IHDR", ihdr),
-    chunk("IDAT", deflateSync(Buffer.alloc((width + 1) * height))),
-    chunk("IEND", Buffer.alloc(0)),
-  ]);
-}
 
 const PNG_URL = `data:image/png;base64,${png(64, 36).toString("base64")}`;
 // Content rules run before anything is fetched; these stand for a video and an audio material.
