@@ -198,6 +198,14 @@ const KIND_WORDS: Record<Exclude<MaterialKind, "text">, string> = {
   reference_audio: "a reference audio",
 };
 
+/** What a material file may weigh, by media type (the spec's Material table). */
+export type MediaType = "image" | "video" | "audio";
+export const MATERIAL_BYTES: Readonly<Record<MediaType, number>> = {
+  image: 30 * 1024 * 1024,
+  video: 50 * 1024 * 1024,
+  audio: 15 * 1024 * 1024,
+};
+
 export const CONTENT_LIMITS = {
   textChars: 7000,
   firstFrames: 1,

@@ -1,19 +1,16 @@
 // Materials named in a manifest: local files (checked and hashed here, so the fingerprint follows
 // content, not paths), https URLs (checked as the service would) and s3:// URIs.
+
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { checkPublicUrl, isDataUrl } from "../api/urls.js";
+import { MATERIAL_BYTES, type MediaType } from "../api/video.js";
 
-export type MaterialKind = "image" | "video" | "audio";
+export type MaterialKind = MediaType;
 
 const MiB = 1024 * 1024;
-export const MATERIAL_LIMITS: Record<MaterialKind, number> = {
-  image: 30 * MiB,
-  video: 50 * MiB,
-  audio: 15 * MiB,
-};
 
 export type MaterialRef =
   | { source: "local"; kind: MaterialKind; path: string; bytes: number; sha256: string }
@@ -72,9 +69,9 @@ export class MaterialResolver {
     const facts = await entry;
     // Messages name the file as the manifest wrote it.
     if ("error" in facts) return { error: facts.error.replace(path, text) };
-    if (facts.bytes > MATERIAL_LIMITS[kind]) {
+    if (facts.bytes > MATERIAL_BYTES[kind]) {
       return {
-        error: `${text} is ${facts.bytes} bytes, over the ${kind} limit of ${MATERIAL_LIMITS[kind] / MiB} MiB`,
+        error: `${text} is ${facts.bytes} bytes, over the ${kind} limit of ${MATERIAL_BYTES[kind] / MiB} MiB`,
       };
     }
     return { source: "local", kind, path, ...facts };

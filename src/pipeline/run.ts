@@ -5,7 +5,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { mkdir, readFile, rename } from "node:fs/promises";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import pLimit from "p-limit";
 import type { Logger } from "pino";
 import {
@@ -981,8 +981,4 @@ async function prepareVoices(
 
 export function defaultStatePath(manifestDir: string, name: string): string {
   return join(manifestDir, ".clapper", name, "state.jsonl");
-}
-
-export function isAbsoluteUri(value: string): boolean {
-  return isAbsolute(value) || /^[a-z][a-z0-9+.-]*:\/\//i.test(value);
 }

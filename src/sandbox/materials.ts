@@ -1,5 +1,6 @@
 // Fetches and checks material URLs as the video service would before accepting a task: public
 // address, reachable, within the size limit of its kind. Data URLs are decoded and checked the same way.
+
 import { lookup } from "node:dns/promises";
 import { imageSize } from "image-size";
 import { parseBuffer } from "music-metadata";
@@ -7,15 +8,11 @@ import { request } from "undici";
 import type { Issue } from "../api/common.js";
 import { mp4Seconds } from "../api/mp4.js";
 import { checkPublicUrl, classifyHostLiteral, isDataUrl, parseDataUrl } from "../api/urls.js";
+import { MATERIAL_BYTES, type MediaType } from "../api/video.js";
 
-export type MaterialKind = "image" | "video" | "audio";
+export type MaterialKind = MediaType;
 
 const MiB = 1024 * 1024;
-export const MATERIAL_LIMITS: Record<MaterialKind, number> = {
-  image: 30 * MiB,
-  video: 50 * MiB,
-  audio: 15 * MiB,
-};
 
 export interface Material {
   kind: MaterialKind;
@@ -141,7 +138,7 @@ export async function loadMaterial(
   path: ReadonlyArray<string | number>,
   opts: FetchOptions,
 ): Promise<{ material: Material } | { issue: Issue }> {
-  const limit = MATERIAL_LIMITS[kind];
+  const limit = MATERIAL_BYTES[kind];
   if (isDataUrl(url)) {
     const parsed = parseDataUrl(url);
     if (!parsed)
