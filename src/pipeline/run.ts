@@ -382,24 +382,40 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     let stopSubmitting: string | undefined;
     let collectionPending: string | undefined;
     const started = Date.now();
-    const progress = (): void => {
+    // Counts kept up to date job by job: a progress report costs O(1), not a pass over every job.
+    const counts: Progress["counts"] = {
+      pending: 0,
+      submitting: 0,
+      running: 0,
+      collecting: 0,
+      stored: 0,
+      failed: 0,
+      cancelled: 0,
+    };
+    const counted = new Map<string, JobState["status"]>();
+    for (const job of planned.jobs) {
+      const status = state().jobs[job.id]?.status ?? "pending";
+      counted.set(job.id, status);
+      counts[status] += 1;
+    }
+    /** Reports progress; `job` is the one whose state just changed. */
+    const progress = (job?: Job): void => {
       if (!options.onProgress) return;
-      const counts: Progress["counts"] = {
-        pending: 0,
-        submitting: 0,
-        running: 0,
-        collecting: 0,
-        stored: 0,
-        failed: 0,
-        cancelled: 0,
-      };
-      for (const job of planned.jobs) counts[state().jobs[job.id]?.status ?? "pending"] += 1;
+      if (job) {
+        const was = counted.get(job.id) ?? "pending";
+        const now = state().jobs[job.id]?.status ?? "pending";
+        if (was !== now) {
+          counts[was] -= 1;
+          counts[now] += 1;
+          counted.set(job.id, now);
+        }
+      }
       const snap = ledger.snapshot();
       const done = counts.stored + counts.failed + counts.cancelled;
       const rate = done > 0 ? (Date.now() - started) / 1000 / done : undefined;
       const left = planned.jobs.length - done;
       options.onProgress({
-        counts,
+        counts: { ...counts },
         total: planned.jobs.length,
         reserved: snap.reserved,
         spent: snap.spent,
@@ -444,7 +460,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
             if (stopController.signal.aborted) return;
             await collectFailed(job, error);
           }
-          progress();
+          progress(job);
           return;
         }
         let attempt = openAttempt(st());
@@ -502,7 +518,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
                 { job: job.id, event: "refused", error: errorInfo(error) },
                 "the service refused the create",
               );
-              progress();
+              progress(job);
               return;
             }
             // Unknown outcome (connection lost, 5xx after retries): keep the intent; the next run re-sends it.
@@ -514,7 +530,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
           }
           await j.append({ t: "created", id: job.id, n, task_id: taskId }, { durable: true });
           log.info({ job: job.id, event: "created", task_id: taskId, attempt: n }, "task created");
-          progress();
+          progress(job);
         }
         const taskId = st().attempts.find((a) => a.n === n)?.taskId as string;
 
@@ -537,7 +553,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
                 message: `task ${taskId} is not known to the service any more; run with --retry-failed to create a new one`,
               },
             });
-            progress();
+            progress(job);
             return;
           }
           log.warn(
@@ -557,7 +573,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
             if (stopController.signal.aborted) return;
             await collectFailed(job, error);
           }
-          progress();
+          progress(job);
           return;
         }
         if (final.status === "cancelled") {
@@ -567,7 +583,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
           });
           await j.append({ t: "cancelled", id: job.id });
           log.warn({ job: job.id, event: "cancelled", task_id: taskId }, "task cancelled");
-          progress();
+          progress(job);
           return;
         }
         const error =
@@ -583,7 +599,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         if (tried >= maxAttempts || stopSubmitting) {
           await j.append({ t: "failed", id: job.id, error });
           log.error({ job: job.id, event: "failed", attempts: tried, error }, "job failed");
-          progress();
+          progress(job);
           return;
         }
       }
@@ -607,7 +623,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
           last = task.status;
           void j.append({ t: "task", id: job.id, n, status: task.status });
           log.info({ job: job.id, event: "status", task_id: taskId, status: task.status }, "task status");
-          progress();
+          progress(job);
         }
       };
       const createdAt = Math.floor(Date.now() / 1000);
