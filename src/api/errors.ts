@@ -89,6 +89,22 @@ export class TimeoutError extends ConnectionError {
 /** The caller's AbortSignal fired. */
 export class AbortedError extends Error {
   override name = "AbortedError";
+  constructor(
+    message: string,
+    /**
+     * Whether an attempt of the request may have reached the service before the abort. False only
+     * when no attempt was ever started (it was still waiting for its turn): then a create certainly
+     * made nothing, and its intent can be taken back.
+     */
+    readonly maybeSent = true,
+  ) {
+    super(message);
+  }
+}
+
+/** A result URL the client will not fetch: not http(s), or at a non-public address. */
+export class ResultUrlError extends Error {
+  override name = "ResultUrlError";
 }
 
 // The specs show no RetCode values, so business errors are also recognised by their message.

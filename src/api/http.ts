@@ -2,6 +2,7 @@
 // attempt, retries as data, Idempotency-Keys on creates, errors chosen by status and body,
 // responses checked against the zod schemas, and a debug line per attempt without the key.
 import { randomUUID } from "node:crypto";
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, type Dispatcher, request } from "undici";
@@ -13,10 +14,12 @@ import {
   ConnectionError,
   errorFromResponse,
   RateLimitError,
+  ResultUrlError,
   ServiceError,
   TimeoutError,
   ValidationError,
 } from "./errors.js";
+import { addSecret, redact } from "./redact.js";
 import {
   DEFAULT_POLICIES,
   isRefusedBeforeWork,
@@ -26,6 +29,7 @@ import {
   type RetryPolicy,
   retryDelay,
 } from "./retry.js";
+import { checkAbsoluteUrl, classifyHostLiteral } from "./urls.js";
 
 /** The part of a pino logger the layer uses; a child logger of the CLI's is passed in. */
 export interface Logger {
@@ -47,7 +51,16 @@ export interface HttpClientOptions {
   userAgent?: string;
   /** Runs each API attempt under the caller's limits (requests per second per service). */
   gate?: RequestGate;
+  /**
+   * Fetch result URLs at loopback and private addresses too. Off by default: a result URL is
+   * fetched only from a public address or from the service's own origin, so a hostile or broken
+   * answer cannot point the runner at the machine's neighbours (cloud metadata, admin ports).
+   */
+  allowPrivateUrls?: boolean;
 }
+
+/** API answers are small JSON documents; anything this large is not one. */
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
 /**
  * What the HTTP layer needs from a rate limiter: a place to run each attempt, and to be told of a
@@ -109,10 +122,20 @@ export class HttpClient {
   private readonly ownsDispatcher: boolean;
   private readonly userAgent: string;
   private readonly gate: RequestGate | undefined;
+  private readonly allowPrivateUrls: boolean;
+  /** Result downloads from other origins go through a pool that connects to public addresses only. */
+  private publicPool: Agent | undefined;
+  /**
+   * The service's clock minus ours, from the `Date` header of its last answer (whole seconds, so
+   * within about a second): turns our timestamps into the service's, to compare with `created_at`.
+   */
+  clockOffsetMs = 0;
 
   constructor(options: HttpClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.apiKey = options.apiKey;
+    // Registered where the key is used, so no path that holds it can forget to.
+    addSecret(options.apiKey);
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.policies = {
       read: { ...DEFAULT_POLICIES.read, ...options.policies?.read },
@@ -126,6 +149,17 @@ export class HttpClient {
       new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 120_000, connections: 64 });
     this.userAgent = options.userAgent ?? "clapper";
     this.gate = options.gate;
+    this.allowPrivateUrls = options.allowPrivateUrls ?? false;
+  }
+
+  /** The service's time now, in milliseconds, as far as its answers tell. */
+  serviceNow(): number {
+    return Date.now() + this.clockOffsetMs;
+  }
+
+  private noteClock(header: string | string[] | undefined): void {
+    const date = Date.parse(firstHeader(header) ?? "");
+    if (Number.isFinite(date)) this.clockOffsetMs = date - Date.now();
   }
 
   async request<T>(opts: RequestOptions<T>): Promise<T> {
@@ -150,7 +184,9 @@ export class HttpClient {
         signal,
         ...(payload !== undefined ? { body: payload } : {}),
       });
-      const text = await res.body.text();
+      // Whatever the service says is untrusted: bounded, and stripped of the key if it echoes it.
+      const text = redact(await readBounded(res.body, MAX_ANSWER_BYTES, opts.what));
+      this.noteClock(res.headers.date);
       const headerId = firstHeader(res.headers["x-request-id"]);
       const body = parseBody(text);
       const requestId = requestIdOf(body) ?? headerId;
@@ -206,7 +242,7 @@ export class HttpClient {
           dispatcher: this.dispatcher,
           signal,
         });
-        const text = await res.body.text();
+        const text = redact(await readBounded(res.body, MAX_ANSWER_BYTES, opts.what));
         const durationMs = Math.round(performance.now() - started);
         const headerId = firstHeader(res.headers["x-request-id"]);
         const body = parseBody(text);
@@ -238,13 +274,17 @@ export class HttpClient {
     attempt: (n: number, signal: AbortSignal, started: number) => Promise<T>,
     mode: { gated: boolean; streaming?: boolean } = { gated: true },
   ): Promise<T> {
+    // Whether any attempt was let go: an abort before that certainly sent nothing.
+    let dispatched = false;
+    const aborted = () => new AbortedError(`${opts.what}: aborted`, dispatched);
     for (let n = 1; ; n++) {
-      if (opts.signal?.aborted) throw new AbortedError(`${opts.what}: aborted`);
+      if (opts.signal?.aborted) throw aborted();
       let started = performance.now();
       let failure: ClapperApiError;
       let sureNotDone: boolean;
       // The clock of an attempt starts when the gate lets it go, not while it waits its turn.
       const go = () => {
+        dispatched = true;
         started = performance.now();
         // A streamed body may take long: its attempt is bounded by undici's idle timeouts instead.
         const timeout = mode.streaming ? undefined : AbortSignal.timeout(this.timeoutMs);
@@ -266,7 +306,7 @@ export class HttpClient {
             "http attempt",
           );
         }
-        if (opts.signal?.aborted) throw new AbortedError(`${opts.what}: aborted`);
+        if (opts.signal?.aborted) throw aborted();
         if (error instanceof ClapperApiError) {
           // 408 arrives as a TimeoutError: worth retrying like a lost answer.
           const retryable =
@@ -276,6 +316,10 @@ export class HttpClient {
           sureNotDone = error.status !== undefined && isRefusedBeforeWork(error.status);
         } else {
           const code = errorCode(error);
+          // A result host that resolves to no public address: refused by policy, not a fault.
+          if (code === "ENOTPUBLIC") {
+            throw new ResultUrlError(`${opts.what}: ${(error as Error).message}`, { cause: error });
+          }
           if (code !== undefined && NOT_SENDABLE.has(code)) {
             // The request itself is malformed (a header undici refuses): repeating it cannot help.
             throw new ConnectionError(
@@ -307,7 +351,7 @@ export class HttpClient {
           opts.signal ? { signal: opts.signal } : undefined,
         );
       } catch {
-        throw new AbortedError(`${opts.what}: aborted`);
+        throw aborted();
       }
     }
   }
@@ -318,6 +362,7 @@ export class HttpClient {
    * retried like reads; a 403/404/410 is thrown at once (an expired URL is renewed by the caller).
    */
   async download(url: string, opts: { signal?: AbortSignal; what: string }): Promise<Download> {
+    const dispatcher = this.resultDispatcher(url, opts.what);
     const path = new URL(url).pathname;
     return this.withRetries(
       this.policies.read,
@@ -327,7 +372,7 @@ export class HttpClient {
         const res = await request(url, {
           method: "GET",
           headers: { "user-agent": this.userAgent },
-          dispatcher: this.dispatcher,
+          dispatcher,
           signal,
           headersTimeout: this.timeoutMs,
           // Idle time between two chunks of the body, not the whole transfer.
@@ -348,7 +393,7 @@ export class HttpClient {
             ...(type ? { contentType: type } : {}),
           };
         }
-        const text = (await res.body.text()).slice(0, 2000);
+        const text = redact(await readBounded(res.body, 64 * 1024, opts.what, true)).slice(0, 2000);
         throw (
           errorFromResponse(
             res.statusCode,
@@ -363,6 +408,32 @@ export class HttpClient {
     );
   }
 
+  /**
+   * The services' own rule for material URLs, applied to the result URLs they hand back: http(s),
+   * no user information, and a public address, unless the URL is on the service's own origin (the
+   * sandbox serves results from itself) or private addresses are allowed. Host names are checked
+   * after resolution, at connect time, so a name that resolves to a private address is refused too.
+   */
+  private resultDispatcher(url: string, what: string): Dispatcher {
+    const problem = checkAbsoluteUrl(url);
+    if (problem) throw new ResultUrlError(`${what}: the result URL is not usable: ${problem}`);
+    const parsed = new URL(url);
+    if (parsed.username || parsed.password)
+      throw new ResultUrlError(`${what}: the result URL carries user information; refused`);
+    if (this.allowPrivateUrls || parsed.origin === new URL(this.baseUrl).origin) return this.dispatcher;
+    const cls = classifyHostLiteral(parsed.hostname);
+    if (cls !== "public" && cls !== "name") {
+      throw new ResultUrlError(
+        `${what}: the result URL points at ${cls} address ${parsed.hostname}, not a public one; refused (--allow-private-urls allows it)`,
+      );
+    }
+    this.publicPool ??= new Agent({
+      keepAliveTimeout: 30_000,
+      connections: 16,
+      connect: { lookup: publicLookup },
+    });
+    return this.publicPool;
+  }
   private validate<T>(opts: RequestOptions<T>, body: unknown, requestId: string | undefined): T {
     const parsed = opts.schema.safeParse(body);
     if (parsed.success) return parsed.data;
@@ -376,6 +447,7 @@ export class HttpClient {
   }
 
   async close(): Promise<void> {
+    await this.publicPool?.close();
     if (this.ownsDispatcher) await this.dispatcher.close();
   }
 }
@@ -417,6 +489,61 @@ function queryString(query: Query | undefined): string {
   }
   const text = params.toString();
   return text ? `?${text}` : "";
+}
+
+/**
+ * Reads a body up to `max` bytes. Past it, an API answer is refused (the connection is dropped);
+ * an error body (`truncate`) is cut, since only its first words matter.
+ */
+async function readBounded(body: Readable, max: number, what: string, truncate = false): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buffer = chunk as Buffer;
+    size += buffer.length;
+    if (size > max) {
+      body.destroy();
+      if (truncate) {
+        chunks.push(buffer.subarray(0, buffer.length - (size - max)));
+        break;
+      }
+      throw new ServiceError(
+        `${what}: the answer is larger than ${max} bytes; refused`,
+        200,
+        undefined,
+        undefined,
+      );
+    }
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** DNS lookup for result downloads: only public addresses are returned, so nothing else is dialled. */
+function publicLookup(
+  hostname: string,
+  options: { all?: boolean; family?: number | string },
+  callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+): void {
+  const family = options.family === 4 || options.family === 6 ? options.family : 0;
+  dnsLookup(
+    hostname,
+    { family, all: true },
+    (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => {
+      if (error) return callback(error, []);
+      const usable = addresses.filter((a) => classifyHostLiteral(a.address) === "public");
+      if (usable.length === 0) {
+        const refused: NodeJS.ErrnoException = new Error(
+          `${hostname} resolves to no public address (${addresses.map((a) => a.address).join(", ")}); refused`,
+        );
+        refused.code = "ENOTPUBLIC";
+        return callback(refused, []);
+      }
+      if (options.all) return callback(null, usable);
+      const first = usable[0] as LookupAddress;
+      return callback(null, first.address, first.family);
+    },
+  );
 }
 
 function parseBody(text: string): unknown {

@@ -826,7 +826,8 @@ export type SpeechTask = z.infer<typeof SpeechTask>;
 export const SpeechTaskResponse = z.looseObject({ task: SpeechTask });
 export type SpeechTaskResponse = z.infer<typeof SpeechTaskResponse>;
 
-export const SpeechCreateResponse = z.looseObject({ task_id: z.string() });
+/** A task id goes into paths and the journal: an empty or enormous one is not a task id. */
+export const SpeechCreateResponse = z.looseObject({ task_id: z.string().min(1).max(256) });
 export type SpeechCreateResponse = z.infer<typeof SpeechCreateResponse>;
 
 /** Statuses with no tasks may be omitted; unknown future statuses are tolerated. */

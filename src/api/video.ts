@@ -715,7 +715,8 @@ export type VideoTask = z.infer<typeof VideoTask>;
 export const VideoTaskResponse = z.looseObject({ task: VideoTask });
 export type VideoTaskResponse = z.infer<typeof VideoTaskResponse>;
 
-export const VideoCreateResponse = z.looseObject({ task_id: z.string() });
+/** A task id goes into paths and the journal: an empty or enormous one is not a task id. */
+export const VideoCreateResponse = z.looseObject({ task_id: z.string().min(1).max(256) });
 export type VideoCreateResponse = z.infer<typeof VideoCreateResponse>;
 
 export const VideoTaskList = z.looseObject({ items: z.array(VideoTask), total: int() });
