@@ -1,6 +1,5 @@
 // Where the services are and which key to use: defaults, then environment, then flags, resolved
 // in this one place. `--sandbox` replaces all of it with an in-process emulator.
-import { readFile } from "node:fs/promises";
 import type { RequestGate } from "../api/http.js";
 import {
   type Clients,
@@ -9,6 +8,7 @@ import {
   type HttpClientOptions,
   type Logger,
 } from "../api/index.js";
+import { FILE_LIMITS, FileError, readRegularFile } from "../manifest/files.js";
 import type { Sandbox } from "../sandbox/index.js";
 import { ExitError } from "./errors.js";
 
@@ -27,19 +27,34 @@ export interface Connection extends Clients {
 
 const SANDBOX_KEY = "sk-ml-local-sandbox";
 
-export async function readApiKeyFile(path: string): Promise<string> {
-  let text: string;
+/**
+ * The key in the file given to --api-key-file, read like every file a manifest names (a regular
+ * file, not under /proc, /dev or /sys, at most 4 KiB: a FIFO does not hang, /dev/zero does not fill
+ * memory), with a warning when others can read it. No message names the path: a key pasted where
+ * the path belongs would be printed.
+ */
+export async function readApiKeyFile(path: string): Promise<{ key: string; warning?: string }> {
+  let read: { data: Buffer; mode: number };
   try {
-    text = await readFile(path, "utf8");
+    read = await readRegularFile(path, { maxBytes: FILE_LIMITS.apiKey, what: "an API key file" });
   } catch (error) {
+    const reason = error instanceof FileError ? error.message : "cannot be read";
+    const missing = error instanceof FileError && error.problem === "missing";
     throw new ExitError(
       2,
-      `cannot read --api-key-file ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`,
+      `cannot read --api-key-file: ${reason}${missing ? " (the path is not shown: it may be a key pasted by mistake)" : ""}`,
     );
   }
-  const key = text.trim();
-  if (key === "") throw new ExitError(2, `--api-key-file ${path} is empty`);
-  return key;
+  const key = read.data.toString("utf8").trim();
+  if (key === "") throw new ExitError(2, "--api-key-file: the file is empty");
+  // Permission bits mean little on Windows, where every file reports 0o666.
+  const shared = process.platform !== "win32" && (read.mode & 0o077) !== 0;
+  if (!shared) return { key };
+  const mode = (read.mode & 0o777).toString(8);
+  return {
+    key,
+    warning: `the file given to --api-key-file can be read by other users (mode ${mode}): chmod 600 it`,
+  };
 }
 
 /**
@@ -71,6 +86,8 @@ export interface ConnectExtras {
   /** With `--sandbox`: keep the emulator's state in this file, so a resumed run finds its tasks. */
   sandboxStateFile?: string;
   sandboxTimeScale?: number;
+  /** Download results from private and loopback addresses too (`--allow-private-urls`). */
+  allowPrivateUrls?: boolean;
 }
 
 export async function connect(
@@ -89,6 +106,7 @@ export async function connect(
     ...(timeoutMs ? { timeoutMs } : {}),
     ...(policies ? { policies } : {}),
     ...(extras.gate ? { gate: extras.gate } : {}),
+    ...(extras.allowPrivateUrls ? { allowPrivateUrls: true } : {}),
   };
   if (args.sandbox) {
     const { startSandbox } = await import("../sandbox/index.js");
@@ -131,9 +149,12 @@ export async function connect(
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
     throw new ExitError(2, `${source} must be an http or https URL, got ${JSON.stringify(parsed.protocol)}`);
   }
-  const apiKey = args["api-key-file"]
-    ? await readApiKeyFile(args["api-key-file"])
-    : env.CLAPPER_API_KEY?.trim();
+  let apiKey = env.CLAPPER_API_KEY?.trim();
+  if (args["api-key-file"]) {
+    const read = await readApiKeyFile(args["api-key-file"]);
+    if (read.warning) logger.warn({}, read.warning);
+    apiKey = read.key;
+  }
   if (!apiKey) {
     throw new ExitError(2, "no API key: set CLAPPER_API_KEY or pass --api-key-file FILE (or use --sandbox)");
   }

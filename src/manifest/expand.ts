@@ -13,6 +13,7 @@ import {
   SPEECH_LANGUAGES,
   SpeechCreateRequest,
   speechPoints,
+  UploadUrlRequest,
 } from "../api/speech.js";
 import {
   labelIssues,
@@ -25,6 +26,7 @@ import {
   videoPoints,
 } from "../api/video.js";
 import { type LineValues, type Origins, readFields, type ShotValues } from "./fields.js";
+import { checkRegularFile, FileError } from "./files.js";
 import {
   type MaterialKind,
   type MaterialRef,
@@ -32,9 +34,9 @@ import {
   materialIdentity,
   sha256File,
 } from "./materials.js";
-import { didYouMean, type Problems } from "./problems.js";
-import type { RawManifest, RawRow } from "./source.js";
-import { renderTemplate, type TemplateStore } from "./templates.js";
+import { didYouMean, type Problems, quoted } from "./problems.js";
+import { displayPath, type RawManifest, type RawRow } from "./source.js";
+import { malformedMessage, renderTemplate, type TemplateStore } from "./templates.js";
 
 const stableStringify = configure({ deterministic: true });
 
@@ -88,6 +90,8 @@ export type Job = VideoJob | SpeechJob;
 
 export interface ExpandContext {
   manifest: RawManifest;
+  /** Paths in messages are shown relative to it. */
+  cwd: string;
   problems: Problems;
   templates: TemplateStore;
   vars: Record<string, string>;
@@ -163,6 +167,34 @@ function withHint(field: string, message: string, values: Record<string, unknown
   return `${message}${didYouMean(got, choices)}`;
 }
 
+/** What `{{ name }}` may name: the manifest's vars, the row's vars, then the row's own fields. */
+function scopeOf(
+  ctx: ExpandContext,
+  values: Record<string, unknown>,
+  textField: string,
+): Record<string, string> {
+  const scope: Record<string, string> = {
+    ...ctx.vars,
+    ...(values.vars as Record<string, string> | undefined),
+  };
+  for (const [k, v] of Object.entries(values)) {
+    // The text does not fill itself.
+    if (k === textField) continue;
+    if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") scope[k] ??= String(v);
+  }
+  return scope;
+}
+
+function notDefined(missing: readonly string[]): string {
+  const names = missing.map((m) => JSON.stringify(m)).join(", ");
+  return `${names}, which ${missing.length > 1 ? "are" : "is"} not defined (vars, the row's vars.* or its fields)`;
+}
+
+/**
+ * The text of a shot (`prompt`) or a line (`text`): written inline, or filled from a template. Both
+ * are filled the same strict way, from the manifest's vars, the row's vars and the row's fields: an
+ * inline `{{ name }}` sent as it is would be paid for and rendered as braces.
+ */
 async function fillText(
   ctx: ExpandContext,
   row: RawRow,
@@ -171,7 +203,16 @@ async function fillText(
   textField: "prompt" | "text",
 ): Promise<string | undefined> {
   const literal = values[textField] as string | undefined;
-  if (values.template === undefined) return literal;
+  if (values.template === undefined) {
+    // Most text has no braces at all: nothing to fill.
+    if (literal === undefined || !(literal.includes("{{") || literal.includes("}}"))) return literal;
+    const filled = renderTemplate(literal, scopeOf(ctx, values, textField));
+    if ("text" in filled) return filled.text;
+    at(ctx, row, origins, textField).error(
+      "malformed" in filled ? malformedMessage(filled.malformed) : `uses ${notDefined(filled.missing)}`,
+    );
+    return undefined;
+  }
   if (literal !== undefined) {
     at(ctx, row, origins, "template").error(`set either ${textField} or template, not both`);
     return undefined;
@@ -183,15 +224,22 @@ async function fillText(
     );
     return undefined;
   }
-  const scope: Record<string, string> = { ...ctx.vars, ...values.vars };
-  for (const [k, v] of Object.entries(values)) {
-    if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") scope[k] ??= String(v);
-  }
-  const filled = renderTemplate(template.text, scope);
-  if ("missing" in filled) {
-    const names = filled.missing.map((m) => JSON.stringify(m)).join(", ");
+  if ("error" in template) {
     at(ctx, row, origins, "template").error(
-      `template ${JSON.stringify(values.template)} uses ${names}, which ${filled.missing.length > 1 ? "are" : "is"} not defined (vars, the row's vars.* or its fields)`,
+      `template ${JSON.stringify(values.template)}: ${displayPath(template.file, ctx.cwd)}: ${template.error}`,
+    );
+    return undefined;
+  }
+  const filled = renderTemplate(template.text, scopeOf(ctx, values, textField));
+  if ("malformed" in filled) {
+    at(ctx, row, origins, "template").error(
+      `template ${JSON.stringify(values.template)}: ${malformedMessage(filled.malformed)}`,
+    );
+    return undefined;
+  }
+  if ("missing" in filled) {
+    at(ctx, row, origins, "template").error(
+      `template ${JSON.stringify(values.template)} uses ${notDefined(filled.missing)}`,
     );
     return undefined;
   }
@@ -255,9 +303,9 @@ export async function expandShot(
   const content: VideoCreateRequest["content"] = [];
   const contentFields: string[] = [];
   const refs: Array<{ contentIndex: number; ref: MaterialRef }> = [];
-  if (prompt !== undefined || v.template !== undefined) {
-    // When the template could not be filled (reported already), a stand-in keeps the content
-    // rules from adding "no text" to that error.
+  if (prompt !== undefined || v.template !== undefined || v.prompt !== undefined) {
+    // When the template or the inline text could not be filled (reported already), a stand-in
+    // keeps the content rules from adding "no text" to that error.
     content.push({ type: "text", text: prompt ?? "(template)" });
     contentFields.push(v.template !== undefined ? "template" : "prompt");
   }
@@ -297,7 +345,10 @@ export async function expandShot(
     );
   }
   let skill: SkillRef | undefined;
-  if (v.skill !== undefined) {
+  if (v.skill !== undefined && v.skill.trim() === "") {
+    // The service would refuse it at create, after the plan said all was well.
+    at(ctx, row, origins, "skill").error(`expected the name of a skill, got ${quoted(v.skill)}`);
+  } else if (v.skill !== undefined) {
     skill = ctx.skills.get(v.skill) ?? { name: v.skill };
     if (v.use_context_ir !== true) {
       at(ctx, row, origins, "skill").error(
@@ -414,14 +465,7 @@ export class VoiceResolver {
     const path = resolve(this.baseDir, raw);
     let entry = this.cache.get(path);
     if (!entry) {
-      entry = (async () => {
-        try {
-          const facts = await inspectReferenceAudio(path);
-          return { ...facts, sha256: await sha256File(path) };
-        } catch (error) {
-          return { error: (error as Error).message };
-        }
-      })();
+      entry = inspectVoice(path);
       this.cache.set(path, entry);
     }
     const facts = await entry;
@@ -436,6 +480,45 @@ export class VoiceResolver {
       };
     }
     return { source: "file", path, ...facts };
+  }
+}
+
+/**
+ * A reference voice file: a regular file outside /proc, /dev and /sys (a FIFO would hang the audio
+ * reader), that the service accepts (type, size, duration, and the file name sent at upload).
+ */
+async function inspectVoice(
+  path: string,
+): Promise<({ sha256: string } & ReferenceAudioFacts) | { error: string }> {
+  try {
+    await checkRegularFile(path);
+  } catch (error) {
+    if (!(error instanceof FileError)) return { error: `${path}: cannot be read (${error})` };
+    if (error.problem === "missing") return { error: `${path}: file not found` };
+    if (error.problem === "unreadable") return { error: `${path}: ${error.message}` };
+    return { error: `${path} is ${error.message}` };
+  }
+  let facts: ReferenceAudioFacts;
+  try {
+    facts = await inspectReferenceAudio(path);
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+  // The name travels as the upload's file_name; the service refuses control characters and
+  // separators in it, after the plan would have said all was well.
+  const upload = UploadUrlRequest.safeParse({
+    file_name: facts.fileName,
+    content_type: facts.contentType,
+    file_size: facts.fileSize,
+  });
+  if (!upload.success) {
+    const issue = issuesFromZod(upload.error).find((i) => i.path[0] === "file_name");
+    if (issue) return { error: `expected a file name the service accepts at upload: ${issue.message}` };
+  }
+  try {
+    return { ...facts, sha256: await sha256File(path, facts.fileSize) };
+  } catch (error) {
+    return { error: `${path}: ${(error as Error).message}` };
   }
 }
 
@@ -458,7 +541,8 @@ export async function expandLine(
   }
   const text = await fillText(ctx, row, origins, v as Record<string, unknown>, "text");
   const textField = v.template !== undefined ? "template" : "text";
-  if (text === undefined && v.template === undefined) at(ctx, row, origins, "text").error("is required");
+  if (text === undefined && v.template === undefined && v.text === undefined)
+    at(ctx, row, origins, "text").error("is required");
 
   let voice: VoiceSpec | undefined;
   if (v.voice === undefined) {

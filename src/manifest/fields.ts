@@ -1,7 +1,7 @@
 // The fields a shot and a line may have, with their types, and the coercion of CSV text and YAML
 // values into them. Range and cross-field rules are the services' own (src/api/), applied later.
 import { show } from "../api/common.js";
-import { didYouMean, type Problems } from "./problems.js";
+import { didYouMean, type Problems, quoted } from "./problems.js";
 import type { Fields, Located, RowKind } from "./source.js";
 
 type FieldType =
@@ -97,6 +97,11 @@ function splitList(text: string): string[] {
     .filter((s) => s !== "");
 }
 
+/** A value as a message quotes it: text as a short, masked snippet (a cell may come from any file). */
+function got(value: unknown): string {
+  return typeof value === "string" ? quoted(value) : show(value);
+}
+
 function coerce(type: FieldType, located: Located): { value: unknown } | { error: string } {
   const v = located.value;
   const csv = located.fromCsv && typeof v === "string";
@@ -104,40 +109,40 @@ function coerce(type: FieldType, located: Located): { value: unknown } | { error
     case "string":
       if (typeof v === "string") return { value: v };
       if (typeof v === "number" || typeof v === "boolean") return { value: String(v) };
-      return { error: `expected text, got ${show(v)}` };
+      return { error: `expected text, got ${got(v)}` };
     case "path": {
       // One frame image: the service takes at most one first frame and one last frame.
       const many = csv ? splitList(v) : Array.isArray(v) ? v : undefined;
       if (many && many.length > 1) {
         return {
-          error: `expected one image (at most 1 frame of each kind per request), got ${many.length}: ${show(v)}`,
+          error: `expected one image (at most 1 frame of each kind per request), got ${many.length}: ${got(v)}`,
         };
       }
       const one = many ? many[0] : v;
       if (typeof one === "string") return { value: one };
-      return { error: `expected a path or URL, got ${show(v)}` };
+      return { error: `expected a path or URL, got ${got(v)}` };
     }
     case "int": {
       const n = csv ? (/^[+-]?\d+$/.test(v) ? Number(v) : Number.NaN) : v;
       if (typeof n === "number" && Number.isInteger(n)) return { value: n };
-      return { error: `expected an integer, got ${show(v)}` };
+      return { error: `expected an integer, got ${got(v)}` };
     }
     case "number": {
       const n = csv ? (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v) ? Number(v) : Number.NaN) : v;
       if (typeof n === "number" && Number.isFinite(n)) return { value: n };
-      return { error: `expected a number, got ${show(v)}` };
+      return { error: `expected a number, got ${got(v)}` };
     }
     case "bool": {
       if (typeof v === "boolean") return { value: v };
       const b = csv ? BOOL_TEXT[v.toLowerCase()] : undefined;
       if (b !== undefined) return { value: b };
-      return { error: `expected true or false, got ${show(v)}` };
+      return { error: `expected true or false, got ${got(v)}` };
     }
     case "strings": {
       if (csv) return { value: splitList(v) };
       if (typeof v === "string") return { value: [v] };
       if (Array.isArray(v) && v.every((s) => typeof s === "string")) return { value: v };
-      return { error: `expected a list of paths or URLs, got ${show(v)}` };
+      return { error: `expected a list of paths or URLs, got ${got(v)}` };
     }
     case "numbers": {
       const items = csv ? splitList(v).map((s) => (/^[+-]?(\d+\.?\d*|\.\d+)$/.test(s) ? Number(s) : s)) : v;
@@ -145,7 +150,7 @@ function coerce(type: FieldType, located: Located): { value: unknown } | { error
         return { value: items };
       }
       return {
-        error: `expected a list of numbers${located.fromCsv ? " separated by |" : ""}, got ${show(v)}`,
+        error: `expected a list of numbers${located.fromCsv ? " separated by |" : ""}, got ${got(v)}`,
       };
     }
     case "vars": {
@@ -158,7 +163,7 @@ function coerce(type: FieldType, located: Located): { value: unknown } | { error
         }
         return { value: out };
       }
-      return { error: `expected a mapping of name: value, got ${show(v)}` };
+      return { error: `expected a mapping of name: value, got ${got(v)}` };
     }
     case "pronunciations": {
       if (csv) {
@@ -166,7 +171,7 @@ function coerce(type: FieldType, located: Located): { value: unknown } | { error
         const rules: Pronunciation[] = [];
         for (const item of splitList(v)) {
           const m = item.match(/^([^=]+)=([A-Za-z]+):(.+)$/);
-          if (!m) return { error: `expected word=kind:value items separated by |, got ${show(item)}` };
+          if (!m) return { error: `expected word=kind:value items separated by |, got ${got(item)}` };
           rules.push({ word: (m[1] ?? "").trim(), kind: m[2] ?? "", value: (m[3] ?? "").trim() });
         }
         return { value: rules };
@@ -182,11 +187,11 @@ function coerce(type: FieldType, located: Located): { value: unknown } | { error
             return { error: `[${i}]: expected {word, kind, value} (all text), got ${show(r)}` };
           }
           const extra = Object.keys(rule).filter((k) => !["word", "kind", "value"].includes(k));
-          if (extra.length > 0) return { error: `[${i}]: unknown field ${JSON.stringify(extra[0])}` };
+          if (extra.length > 0) return { error: `[${i}]: unknown field ${quoted(String(extra[0]))}` };
         }
         return { value: v };
       }
-      return { error: `expected a list of {word, kind, value}, got ${show(v)}` };
+      return { error: `expected a list of {word, kind, value}, got ${got(v)}` };
     }
   }
 }

@@ -1,6 +1,6 @@
 // Loading a manifest: read (with positions), check the manifest-level fields, expand every row into
 // jobs. All problems of all stages come back together; nothing here talks to the services.
-import { readFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
 import { basename, dirname, extname, resolve } from "node:path";
 import { show } from "../api/common.js";
 import {
@@ -13,14 +13,17 @@ import {
   VoiceResolver,
 } from "./expand.js";
 import { readFields } from "./fields.js";
-import { MaterialResolver, sha256File } from "./materials.js";
-import { type Problem, Problems } from "./problems.js";
+import { checkFolder, FILE_LIMITS, FileError, readRegularFile } from "./files.js";
+import { MaterialResolver } from "./materials.js";
+import { outputKey } from "./outputs.js";
+import { type Problem, Problems, quoted } from "./problems.js";
 import { displayPath, type Located, type RawRow, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 
 export type { Job, SkillRef, SpeechJob, VideoJob, VoiceSpec } from "./expand.js";
 export type { MaterialRef } from "./materials.js";
-export { formatProblem, type Problem } from "./problems.js";
+export { outputKey } from "./outputs.js";
+export { formatProblem, formatProblems, type Problem } from "./problems.js";
 
 export interface ManifestInfo {
   name: string;
@@ -38,6 +41,8 @@ export interface LoadedManifest {
   jobs: Job[];
   errors: Problem[];
   warnings: Problem[];
+  /** Problems found past the kept ones (Problems keeps a bounded number): counted, not listed. */
+  omitted?: { errors: number; warnings: number };
 }
 
 export interface LoadOptions {
@@ -47,13 +52,39 @@ export interface LoadOptions {
 }
 
 const SKILL_BODY_LIMIT = 64 * 1024;
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const NAME_CHARS = 100;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/**
+ * What is wrong with a run name, or undefined. The name becomes folder names and idempotency keys,
+ * so it is a slug: no separators, no "..", no control characters, a bounded length. Nothing here
+ * builds a path from it; the callers that do rely on this check.
+ */
+export function nameProblem(name: string): string | undefined {
+  if (/\p{Cc}/u.test(name)) return `must not contain control characters, got ${quoted(name)}`;
+  const chars = [...name].length;
+  if (chars > NAME_CHARS) return `expected at most ${NAME_CHARS} characters, got ${chars}`;
+  if (!NAME.test(name))
+    return `expected letters, digits, ".", "_" or "-", starting with a letter or digit, got ${quoted(name)}`;
+  return undefined;
+}
+
+function result(manifest: ManifestInfo | undefined, jobs: Job[], problems: Problems): LoadedManifest {
+  const { errors, warnings } = problems.omitted;
+  return {
+    manifest,
+    jobs,
+    errors: problems.errors,
+    warnings: problems.warnings,
+    ...(errors + warnings > 0 ? { omitted: { errors, warnings } } : {}),
+  };
+}
 
 export async function loadManifest(path: string, options: LoadOptions = {}): Promise<LoadedManifest> {
   const cwd = options.cwd ?? process.cwd();
   const problems = new Problems();
   const raw = await readManifest(path, cwd, problems);
-  if (!raw) return { manifest: undefined, jobs: [], errors: problems.errors, warnings: problems.warnings };
+  if (!raw) return result(undefined, [], problems);
 
   const top = (key: string): Located | undefined => raw.top.get(key);
   /** The line of a top-level field, or of a key inside it (`budget.max_points`, `skills.noir`). */
@@ -65,12 +96,29 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
   const fail = (key: string, message: string) => problems.error(raw.display, lineOf(key), key, message);
 
   const nameField = top("name");
-  const name = nameField ? String(nameField.value ?? "") : basename(raw.path, extname(raw.path));
-  if (!NAME.test(name)) {
-    (nameField ? fail : (k: string, m: string) => problems.error(raw.display, 0, k, m))(
-      "name",
-      `expected letters, digits, ".", "_" or "-" (it names folders and idempotency keys), got ${JSON.stringify(name)}`,
-    );
+  const stem = basename(raw.path, extname(raw.path));
+  let name = stem;
+  if (nameField) {
+    const value = nameField.value;
+    if (typeof value === "string" || typeof value === "number") {
+      name = String(value);
+      const problem = nameProblem(name);
+      if (problem) fail("name", `${problem} (it names folders and idempotency keys)`);
+    } else {
+      name = "";
+      fail("name", `expected a name (letters, digits, ".", "_" or "-"), got ${show(value)}`);
+    }
+  } else {
+    const problem = nameProblem(stem);
+    const csv = extname(raw.path).toLowerCase() === ".csv";
+    if (problem) {
+      problems.error(
+        raw.display,
+        0,
+        "name",
+        `the run is named after the file, and its name ${quoted(stem)} will not do: ${problem}; ${csv ? "rename the file (a CSV manifest has no name: field)" : "add a name: field, or rename the file"}`,
+      );
+    }
   }
   const outputField = top("output");
   if (outputField && typeof outputField.value !== "string")
@@ -110,45 +158,74 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       fail("skills", `expected a mapping of name: file.md, got ${show(skillsValue)}`);
     else {
       for (const [skillName, file] of Object.entries(skillsValue)) {
+        if (skillName.trim() === "") {
+          // Synced by name before the run: the service would refuse a blank one at create.
+          problems.error(
+            raw.display,
+            lineOf(`skills.${skillName}`),
+            "skills",
+            `expected a skill name, got ${quoted(skillName)}`,
+          );
+          continue;
+        }
         if (typeof file !== "string") {
           fail(`skills.${skillName}`, `expected a Markdown file path, got ${show(file)}`);
           continue;
         }
         const abs = resolve(raw.dir, file);
+        let data: Buffer;
         try {
-          const text = await readFile(abs, "utf8");
-          if (text.trim() === "") fail(`skills.${skillName}`, `${displayPath(abs, cwd)} is empty`);
-          // Synced as a custom skill: the create/update request body is at most 64 KiB.
-          const body = Buffer.byteLength(JSON.stringify({ name: skillName, content: text }));
-          if (body > SKILL_BODY_LIMIT) {
-            fail(
-              `skills.${skillName}`,
-              `${file} makes a request body of ${body} bytes, over the ${SKILL_BODY_LIMIT} bytes (64 KiB) the service accepts`,
-            );
-          }
-          skills.set(skillName, { name: skillName, file: abs, sha256: await sha256File(abs) });
+          data = (await readRegularFile(abs, { maxBytes: FILE_LIMITS.skill, what: "a skill" })).data;
         } catch (error) {
-          const code = (error as NodeJS.ErrnoException).code;
+          const reason = error instanceof FileError ? error.message : String(error);
           fail(
             `skills.${skillName}`,
-            code === "ENOENT"
+            error instanceof FileError && error.problem === "missing"
               ? `file not found: ${file}`
-              : `cannot read ${displayPath(abs, cwd)} (${code ?? error})`,
+              : `${file}: ${reason}`,
+          );
+          continue;
+        }
+        const text = data.toString("utf8");
+        if (text.trim() === "") fail(`skills.${skillName}`, `${displayPath(abs, cwd)} is empty`);
+        // Synced as a custom skill: the create/update request body is at most 64 KiB.
+        const body = Buffer.byteLength(JSON.stringify({ name: skillName, content: text }));
+        if (body > SKILL_BODY_LIMIT) {
+          fail(
+            `skills.${skillName}`,
+            `${file} makes a request body of ${body} bytes, over the ${SKILL_BODY_LIMIT} bytes (64 KiB) the service accepts`,
           );
         }
+        // The hash of the bytes read, so the content synced is the content checked here.
+        const sha256 = createHash("sha256").update(data).digest("hex");
+        skills.set(skillName, { name: skillName, file: abs, sha256 });
       }
     }
   }
   const templatesValue = top("templates")?.value;
   if (templatesValue !== undefined && typeof templatesValue !== "string")
     fail("templates", `expected a folder, got ${show(templatesValue)}`);
-  const templateDirs =
+  const templateDirs: string[] = [];
+  const candidates =
     typeof templatesValue === "string"
       ? [resolve(raw.dir, templatesValue)]
       : [resolve(raw.dir, "templates"), resolve(dirname(raw.dir), "templates")];
+  for (const dir of candidates) {
+    try {
+      await checkFolder(dir);
+      templateDirs.push(dir);
+    } catch (error) {
+      // A default folder that is not there is no error; a folder the manifest names and that is
+      // no folder, or a special one (`templates: /proc/self`), is.
+      if (typeof templatesValue !== "string") continue;
+      if (error instanceof FileError && error.problem === "missing") templateDirs.push(dir);
+      else fail("templates", `${templatesValue} is ${error instanceof FileError ? error.message : error}`);
+    }
+  }
 
   const ctx: ExpandContext = {
     manifest: raw,
+    cwd,
     problems,
     templates: new TemplateStore(templateDirs),
     vars,
@@ -165,7 +242,6 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
   const materials = new MaterialResolver(raw.dir);
   const voices = new VoiceResolver(raw.dir);
 
-  const jobs: Job[] = [];
   /** The row's id as its job id will spell it (YAML may type `id: 12` as a number); undefined when unusable. */
   const idOf = (row: RawRow): { id: string; line: number } | undefined => {
     const located = row.fields.get("id");
@@ -191,6 +267,11 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
     seen.set(found.id, `${row.file}:${found.line}`);
     return false;
   };
+  const jobs: Job[] = [];
+  const outputs = new OutputCheck(jobs, problems);
+  const keep = (row: RawRow, expanded: Job[]) => {
+    if (expanded.length > 0) outputs.add(expanded, row.file, () => idOf(row)?.line ?? row.line);
+  };
   const shotIds = new Map<string, string>();
   const shotRows: Array<{ row: RawRow; duplicate: boolean }> = raw.shots.map((row) => ({
     row,
@@ -198,21 +279,21 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
   }));
   for (const { row, duplicate } of shotRows) {
     const expanded = await expandShot(row, ctx, materials, shotDefaults);
-    if (!duplicate) jobs.push(...expanded);
+    if (!duplicate) keep(row, expanded);
   }
   const lineIds = new Map<string, string>();
   const shotSet = new Set(shotIds.keys());
   for (const row of raw.lines) {
     const isDuplicate = duplicate(lineIds, row, "line");
     const expanded = await expandLine(row, ctx, voices, shotSet, lineDefaults);
-    if (!isDuplicate) jobs.push(...expanded);
+    if (!isDuplicate) keep(row, expanded);
   }
   if (raw.shots.length === 0 && raw.lines.length === 0 && problems.errorCount === 0) {
     problems.warn(raw.display, 0, "", "the manifest has no shots and no lines");
   }
 
-  return {
-    manifest: {
+  return result(
+    {
       name,
       path: raw.path,
       display: raw.display,
@@ -222,7 +303,56 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       skills: [...skills.values()],
     },
     jobs,
-    errors: problems.errors,
-    warnings: problems.warnings,
-  };
+    problems,
+  );
+}
+
+/**
+ * Takes the jobs of rows whose output files are their own. Two jobs writing one file would
+ * overwrite each other and be paid for again on every run; two names that differ only by case are
+ * one file on macOS and Windows (and on stores synced there), so they are refused everywhere and
+ * manifests stay portable. The later row is reported at its id, naming the job that writes the file
+ * first, and makes no job.
+ */
+class OutputCheck {
+  /** Lowercased output key -> index in `jobs` of the job that writes it. */
+  private readonly writers = new Map<string, number>();
+  /** The line of the id of each job's row, by index in `jobs`. */
+  private readonly idLines: number[] = [];
+
+  constructor(
+    private readonly jobs: Job[],
+    private readonly problems: Problems,
+  ) {}
+
+  add(rowJobs: readonly Job[], file: string, idLine: () => number): void {
+    const keys: string[] = [];
+    for (const job of rowJobs) {
+      const key = outputKey(job);
+      const lower = key.toLowerCase();
+      const index = this.writers.get(lower);
+      if (index === undefined) {
+        keys.push(lower);
+        continue;
+      }
+      const first = this.jobs[index] as Job;
+      const firstKey = outputKey(first);
+      const where = `${first.file}:${this.idLines[index]}`;
+      this.problems.error(
+        file,
+        idLine(),
+        "id",
+        firstKey === key
+          ? `${job.id} would write ${key}, as ${first.id} (${where}) does: each job needs its own output file`
+          : `${job.id} would write ${key}, which differs only by case from ${firstKey} of ${first.id} (${where}): they are one file on case-insensitive file systems (macOS, Windows)`,
+      );
+      return;
+    }
+    const line = idLine();
+    rowJobs.forEach((job, i) => {
+      this.writers.set(keys[i] as string, this.jobs.length);
+      this.idLines.push(line);
+      this.jobs.push(job);
+    });
+  }
 }

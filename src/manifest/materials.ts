@@ -1,16 +1,16 @@
 // Materials named in a manifest: local files (checked and hashed here, so the fingerprint follows
-// content, not paths), https URLs (checked as the service would) and s3:// URIs.
+// content, not paths), https URLs (checked as the service would), Data URLs (checked against the
+// same size limits as files) and s3:// URIs.
 
-import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { checkPublicUrl, isDataUrl } from "../api/urls.js";
 import { MATERIAL_BYTES, type MediaType } from "../api/video.js";
+import { FileError, formatBytes, hashOpenedFile, hashRegularFile, openRegularFile } from "./files.js";
 
 export type MaterialKind = MediaType;
 
-const MiB = 1024 * 1024;
+/** Over this, a file is over every kind's limit: it is refused without being read. */
+const LARGEST_MATERIAL = Math.max(...Object.values(MATERIAL_BYTES));
 
 export type MaterialRef =
   | { source: "local"; kind: MaterialKind; path: string; bytes: number; sha256: string }
@@ -29,10 +29,32 @@ export function materialIdentity(ref: MaterialRef): string {
   }
 }
 
-export async function sha256File(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
-  return hash.digest("hex");
+/** The sha256 of a regular file of at most `maxBytes` (skills, reference voices). */
+export async function sha256File(path: string, maxBytes = LARGEST_MATERIAL): Promise<string> {
+  return (await hashRegularFile(path, { maxBytes, what: "this file" })).sha256;
+}
+
+/**
+ * How many bytes a Data URL holds, from the length of its payload (decoding tens of MiB to learn
+ * a length would be waste): base64 makes 3 bytes of every 4 characters, less its padding; percent
+ * escapes are one byte each.
+ */
+export function dataUrlBytes(url: string): number {
+  const comma = url.indexOf(",");
+  const meta = url.slice(0, comma);
+  let payload = url.slice(comma + 1);
+  if (/;\s*base64\s*$/i.test(meta)) {
+    if (/[\t\n\f\r ]/.test(payload)) payload = payload.replace(/[\t\n\f\r ]/g, "");
+    const padding = payload.endsWith("==") ? 2 : payload.endsWith("=") ? 1 : 0;
+    return Math.floor(((payload.length - padding) * 3) / 4);
+  }
+  const escapes = payload.match(/%[0-9a-f]{2}/gi)?.length ?? 0;
+  return Buffer.byteLength(payload, "utf8") - 2 * escapes;
+}
+
+function overLimit(what: string, bytes: number, kind: MaterialKind): string | undefined {
+  if (bytes <= MATERIAL_BYTES[kind]) return undefined;
+  return `${what} is ${bytes} bytes, over the ${kind} limit of ${formatBytes(MATERIAL_BYTES[kind])}`;
 }
 
 /** Resolves local files once per plan however many rows name them. */
@@ -47,7 +69,11 @@ export class MaterialResolver {
       const problem = checkPublicUrl(text, {});
       return problem ? { error: problem } : { source: "url", kind, url: text };
     }
-    if (isDataUrl(text)) return { source: "url", kind, url: text };
+    if (isDataUrl(text)) {
+      // Written in the manifest, sent as it is: the service's per-kind limits apply all the same.
+      const tooBig = overLimit("the Data URL", dataUrlBytes(text), kind);
+      return tooBig ? { error: tooBig } : { source: "url", kind, url: text };
+    }
     if (/^s3:\/\//i.test(text)) {
       const m = text.match(/^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/(.+)$/);
       if (!m) {
@@ -69,23 +95,36 @@ export class MaterialResolver {
     const facts = await entry;
     // Messages name the file as the manifest wrote it.
     if ("error" in facts) return { error: facts.error.replace(path, text) };
-    if (facts.bytes > MATERIAL_BYTES[kind]) {
-      return {
-        error: `${text} is ${facts.bytes} bytes, over the ${kind} limit of ${MATERIAL_BYTES[kind] / MiB} MiB`,
-      };
-    }
+    const tooBig = overLimit(text, facts.bytes, kind);
+    if (tooBig) return { error: tooBig };
     return { source: "local", kind, path, ...facts };
   }
 
+  /** Size and hash of a regular file outside /proc, /dev and /sys (a FIFO or a device would never end). */
   private async inspect(path: string): Promise<{ bytes: number; sha256: string } | { error: string }> {
     try {
-      const info = await stat(path);
-      if (!info.isFile()) return { error: `${path} is not a file` };
-      if (info.size === 0) return { error: `${path} is empty` };
-      return { bytes: info.size, sha256: await sha256File(path) };
+      const file = await openRegularFile(path);
+      try {
+        if (file.size === 0) return { error: `${path} is empty` };
+        // Over every limit: refused by size in resolve, no need to read it.
+        if (file.size > LARGEST_MATERIAL) return { bytes: file.size, sha256: "" };
+        return await hashOpenedFile(file, { maxBytes: LARGEST_MATERIAL, what: "a material" });
+      } finally {
+        await file.handle.close();
+      }
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      return { error: code === "ENOENT" ? `file not found: ${path}` : `${path} cannot be read (${code})` };
+      if (!(error instanceof FileError)) return { error: `${path} cannot be read (${error})` };
+      switch (error.problem) {
+        case "missing":
+          return { error: `file not found: ${path}` };
+        case "folder":
+          return { error: `${path} is not a file` };
+        case "special":
+        case "system":
+          return { error: `${path} is ${error.message}` };
+        default:
+          return { error: `${path}: ${error.message}` };
+      }
     }
   }
 }

@@ -1,7 +1,6 @@
 // Reads manifest files into rows of located fields: every value keeps the file and line it came
 // from, so every later check can name them. YAML through `yaml`'s document API (node ranges and
 // a LineCounter), CSV through csv-parse (record line numbers).
-import { readFile } from "node:fs/promises";
 import { dirname, extname, relative, resolve } from "node:path";
 import { parse as parseCsv } from "csv-parse/sync";
 import {
@@ -18,7 +17,8 @@ import {
   type YAMLMap,
 } from "yaml";
 import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
-import { didYouMean, type Problems } from "./problems.js";
+import { FILE_LIMITS, FileError, type ReadOptions, readTextFile } from "./files.js";
+import { didYouMean, type Problems, quoted } from "./problems.js";
 
 export type RowKind = "shot" | "line";
 
@@ -72,18 +72,24 @@ export function displayPath(path: string, cwd: string): string {
   return rel && !rel.startsWith("..") && rel.length < path.length ? rel : path;
 }
 
-/** Reads a file; a failure is reported at `where` (the file itself, or the manifest line naming it). */
+/** More columns than any manifest has: a file with a million would make a million errors. */
+export const MAX_COLUMNS = 1000;
+
+/**
+ * Reads a file through the safe reader; a failure is reported at `where` (the file itself, or the
+ * manifest line naming it).
+ */
 async function readText(
   path: string,
+  limit: ReadOptions,
   where: { file: string; line: number; field: string; prefix?: string },
   problems: Problems,
 ): Promise<string | undefined> {
   try {
-    return await readFile(path, "utf8");
+    return await readTextFile(path, limit);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const what = code === "ENOENT" ? "file not found" : `cannot be read (${code ?? error})`;
-    problems.error(where.file, where.line, where.field, `${where.prefix ?? ""}${what}`);
+    const reason = error instanceof FileError ? error.message : `cannot be read (${error})`;
+    problems.error(where.file, where.line, where.field, `${where.prefix ?? ""}${reason}`);
     return undefined;
   }
 }
@@ -104,9 +110,13 @@ export async function readManifest(
     shots: [],
     lines: [],
   };
-  const text = await readText(abs, { file: display, line: 0, field: "" }, problems);
+  const csv = extname(abs).toLowerCase() === ".csv";
+  const limit = csv
+    ? { maxBytes: FILE_LIMITS.csv, what: "a CSV manifest" }
+    : { maxBytes: FILE_LIMITS.manifest, what: "a manifest" };
+  const text = await readText(abs, limit, { file: display, line: 0, field: "" }, problems);
   if (text === undefined) return undefined;
-  if (extname(abs).toLowerCase() === ".csv") {
+  if (csv) {
     const rows = csvRows(text, display, undefined, problems);
     for (const row of rows) (row.kind === "shot" ? manifest.shots : manifest.lines).push(row);
     return manifest;
@@ -257,12 +267,25 @@ async function readYaml(manifest: RawManifest, text: string, cwd: string, proble
       const kind: RowKind = key === "shots" ? "shot" : "line";
       const target = kind === "shot" ? manifest.shots : manifest.lines;
       if (isScalar(node) && typeof node.value === "string") {
-        // A CSV file of rows, relative to the manifest.
+        // A CSV file of rows, relative to the manifest. Only a .csv: an error quotes a little of the
+        // file it reads, and `lines: key.txt` must not quote a key file.
+        if (extname(node.value).toLowerCase() !== ".csv") {
+          problems.error(
+            manifest.display,
+            line,
+            key,
+            `expected a .csv file of ${key}, got ${quoted(node.value, 100)}`,
+          );
+          continue;
+        }
         const csvPath = resolve(manifest.dir, node.value);
         const csvDisplay = displayPath(csvPath, cwd);
         const where = { file: manifest.display, line, field: key, prefix: `${node.value}: ` };
-        const csvText = await readText(csvPath, where, problems);
-        if (csvText !== undefined) target.push(...csvRows(csvText, csvDisplay, kind, problems));
+        const limit = { maxBytes: FILE_LIMITS.csv, what: "a CSV file" };
+        const csvText = await readText(csvPath, limit, where, problems);
+        // One by one: a spread of 200,000 rows into push() overflows the call stack.
+        if (csvText !== undefined)
+          for (const row of csvRows(csvText, csvDisplay, kind, problems)) target.push(row);
       } else if (isSeq(node)) {
         for (const written of node.items) {
           const item = deref(written);
@@ -338,6 +361,12 @@ export function csvRows(
 ): RawRow[] {
   let parsed: Array<{ record: string[]; info: { bytes: number } }>;
   const startLine = lineStarts(text);
+  // Refused before the whole file is parsed: a million columns take seconds to split.
+  const width = headerWidth(text);
+  if (width !== undefined && width > MAX_COLUMNS) {
+    problems.error(display, startLine(0), "", tooWide(width, kind));
+    return [];
+  }
   try {
     parsed = parseCsv(text, {
       bom: true,
@@ -347,13 +376,28 @@ export function csvRows(
       trim: true,
     }) as unknown as Array<{ record: string[]; info: { bytes: number } }>;
   } catch (error) {
-    const e = error as Error & { code?: string; lines?: number; bytes_records?: number };
-    // An unclosed quote runs to the end of the file; the record it opened is where to look.
-    const line =
-      e.code === "CSV_QUOTE_NOT_CLOSED" && e.bytes_records !== undefined
-        ? startLine(e.bytes_records)
-        : (e.lines ?? 0);
-    problems.error(display, line, "", `CSV: ${e.message}`);
+    const e = error as Error & { code?: string; lines?: number };
+    if (e.code === "CSV_QUOTE_NOT_CLOSED") {
+      // The parser notices an unclosed quote at the end of the file, and its offsets of the last
+      // record are not reliable; the line that opened the quote is the one to fix.
+      const opened = unclosedQuote(Buffer.from(text, "utf8"));
+      problems.error(
+        display,
+        opened === undefined ? (e.lines ?? 0) : startLine(opened),
+        "",
+        'CSV: Quote Not Closed: the quoted cell opened on this line never ends (a missing ")',
+      );
+    } else {
+      // csv-parse quotes the cell it stopped in (`value is "..."`): a snippet of it at most.
+      const message = e.message.replace(/"((?:[^"\\]|\\.)*)"/g, (whole, inner: string) => {
+        try {
+          return quoted(JSON.parse(`"${inner}"`) as string);
+        } catch {
+          return whole.length > 42 ? `${whole.slice(0, 40)}…"` : whole;
+        }
+      });
+      problems.error(display, e.lines ?? 0, "", `CSV: ${message}`);
+    }
     return [];
   }
   // csv-parse counts a record's line where it ends (a quoted cell may span lines, and CRLF files
@@ -371,6 +415,10 @@ export function csvRows(
   }
   // Spreadsheets export rows of empty cells (",,,") below the data; they are not rows.
   const body = rest.filter(({ record }) => record.some((cell) => cell !== ""));
+  if (head.record.length > MAX_COLUMNS) {
+    problems.error(display, head.line, "", tooWide(head.record.length, kind));
+    return [];
+  }
   const header = head.record.map((h) => h.trim());
   const seen = new Set<string>();
   // Unknown columns are reported once, at the header, and their cells ignored.
@@ -424,7 +472,7 @@ export function csvRows(
           line,
           "kind",
           kindCell
-            ? `expected "shot" or "line", got ${JSON.stringify(value)}`
+            ? `expected "shot" or "line", got ${quoted(value)}`
             : 'is required in a bare CSV manifest ("shot" or "line")',
         );
         continue;
@@ -437,7 +485,7 @@ export function csvRows(
           display,
           line,
           "kind",
-          `this file holds ${kind}s, got ${JSON.stringify(kindCell.value)}`,
+          `this file holds ${kind}s, got ${quoted(String(kindCell.value))}`,
         );
         continue;
       }
@@ -445,6 +493,54 @@ export function csvRows(
     rows.push({ kind: rowKind as RowKind, file: display, line, fields });
   }
   return rows;
+}
+
+function tooWide(columns: number, kind: RowKind | undefined): string {
+  return `expected at most ${MAX_COLUMNS} columns, got ${columns} (is this a CSV file of ${kind ?? "row"}s?)`;
+}
+
+/**
+ * The number of columns of the first line when it may be over MAX_COLUMNS; undefined when it is
+ * surely not, or when only the full parse can tell (a header spread over lines by quotes).
+ */
+function headerWidth(text: string): number | undefined {
+  const end = text.indexOf("\n");
+  const line = end < 0 ? text : text.slice(0, end);
+  let commas = 0;
+  for (let i = line.indexOf(","); i >= 0; i = line.indexOf(",", i + 1)) commas++;
+  if (commas < MAX_COLUMNS) return undefined;
+  if (!line.includes('"')) return commas + 1;
+  try {
+    return (parseCsv(line, { bom: true, relax_column_count: true, to: 1 }) as string[][])[0]?.length;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The offset of the quote that opens a cell never closed, read as csv-parse reads: a quote opens a
+ * cell only at its start (spaces aside), and `""` inside a quoted cell is a quote.
+ */
+function unclosedQuote(bytes: Buffer): number | undefined {
+  let open: number | undefined;
+  let cellStart = true;
+  let i = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  for (; i < bytes.length; i++) {
+    const b = bytes[i];
+    if (open !== undefined) {
+      if (b !== 0x22) continue;
+      if (bytes[i + 1] === 0x22) i++;
+      else {
+        open = undefined;
+        cellStart = false;
+      }
+      continue;
+    }
+    if (b === 0x22 && cellStart) open = i;
+    else if (b === 0x2c || b === 0x0a || b === 0x0d) cellStart = true;
+    else if (b !== 0x20 && b !== 0x09) cellStart = false;
+  }
+  return open;
 }
 
 /**

@@ -1,15 +1,22 @@
 // Prompt templates: `{{ name }}` filled from the manifest's vars, the row's vars and the row's own
-// fields. Strict: a missing variable is an error, never an empty string. A few lines of code do
-// this exactly; a general template engine would bring logic, partials and HTML escaping we do not want.
-import { readFile } from "node:fs/promises";
+// fields. Strict: a missing variable is an error, never an empty string, and braces that are no
+// placeholder are an error too (they would reach the service as text, and be paid for). A few
+// lines of code do this exactly; a general template engine would bring logic, partials and HTML
+// escaping we do not want.
 import { join } from "node:path";
+import { FILE_LIMITS, FileError, readTextFile } from "./files.js";
+import { snippet } from "./problems.js";
 
 const PLACEHOLDER = /\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}/g;
+/** What is left of `{{ ... }}` once the placeholders are taken out: a typo, never text to send. */
+const STRAY = /\{\{[^{}]{0,40}\}?\}?|\}\}/;
 
 export function renderTemplate(
   template: string,
   vars: Readonly<Record<string, string>>,
-): { text: string } | { missing: string[] } {
+): { text: string } | { missing: string[] } | { malformed: string } {
+  const stray = STRAY.exec(template.replace(PLACEHOLDER, ""));
+  if (stray) return { malformed: snippet(stray[0]) };
   const missing = new Set<string>();
   const text = template.replace(PLACEHOLDER, (_, name: string) => {
     const value = vars[name];
@@ -23,13 +30,21 @@ export function renderTemplate(
   return { text };
 }
 
+/** The message for a `malformed` result of renderTemplate. */
+export function malformedMessage(found: string): string {
+  return `${JSON.stringify(found)} is not a placeholder: write {{ name }} with a name of letters, digits, "_", "." or "-" (a template sends no braces)`;
+}
+
+export type TemplateResult = { text: string; file: string } | { error: string; file: string } | undefined;
+
 /** Loads templates by name from the templates folder, once each; `shot` finds `shot`, `shot.txt` or `shot.md`. */
 export class TemplateStore {
-  private readonly cache = new Map<string, Promise<{ text: string; file: string } | undefined>>();
+  private readonly cache = new Map<string, Promise<TemplateResult>>();
 
   constructor(private readonly dirs: readonly string[]) {}
 
-  get(name: string): Promise<{ text: string; file: string } | undefined> {
+  /** The template, an error about the file found for it (a FIFO, too big), or undefined when there is none. */
+  get(name: string): Promise<TemplateResult> {
     let entry = this.cache.get(name);
     if (!entry) {
       entry = this.load(name);
@@ -38,15 +53,20 @@ export class TemplateStore {
     return entry;
   }
 
-  private async load(name: string): Promise<{ text: string; file: string } | undefined> {
+  private async load(name: string): Promise<TemplateResult> {
     if (name.includes("..")) return undefined;
     for (const dir of this.dirs) {
       for (const candidate of [name, `${name}.txt`, `${name}.md`]) {
         const file = join(dir, candidate);
         try {
-          return { text: (await readFile(file, "utf8")).replace(/\r?\n$/, ""), file };
-        } catch {
-          // try the next candidate
+          const text = await readTextFile(file, { maxBytes: FILE_LIMITS.template, what: "a template" });
+          return { text: text.replace(/\r?\n$/, ""), file };
+        } catch (error) {
+          // A candidate that is not there (or a folder of that name) leaves the next one to try; a
+          // file that is there but refused is reported, not skipped in silence.
+          const problem = error instanceof FileError ? error.problem : "unreadable";
+          if (problem === "missing" || problem === "folder") continue;
+          return { error: error instanceof FileError ? error.message : String(error), file };
         }
       }
     }

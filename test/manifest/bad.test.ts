@@ -469,6 +469,32 @@ const CASES: readonly Case[] = [
     ],
     jobs: ["shot/s03"],
   },
+  {
+    file: "bad/outputs.yaml",
+    rule: "each job writes its own output file, also on case-insensitive file systems",
+    errors: [
+      [
+        "bad/outputs.yaml:7: id",
+        "shot/s01-take-2 would write shots/s01-take-2.mp4, as shot/s01/take-2 (bad/outputs.yaml:4) does",
+      ],
+      [
+        "bad/outputs.yaml:11: id",
+        "which differs only by case from shots/Harbour.mp4 of shot/Harbour (bad/outputs.yaml:9)",
+      ],
+    ],
+    jobs: ["shot/s01/take-1", "shot/s01/take-2", "shot/Harbour", "shot/s02"],
+  },
+  {
+    file: "bad/inline.yaml",
+    rule: "inline prompt and text are filled strictly from vars; a skill name is not blank",
+    errors: [
+      ["bad/inline.yaml:8: prompt", 'uses "hour", which is not defined'],
+      ["bad/inline.yaml:10: prompt", '"{{ not a name }}" is not a placeholder'],
+      ["bad/inline.yaml:14: skill", 'expected the name of a skill, got " "'],
+      ["bad/inline.yaml:19: text", 'uses "speaker", which is not defined'],
+    ],
+    jobs: ["shot/s04", "line/n02"],
+  },
 ];
 
 const prefix = (p: Problem) => `${p.file}${p.line > 0 ? `:${p.line}` : ""}${p.field ? `: ${p.field}` : ""}`;

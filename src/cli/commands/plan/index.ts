@@ -1,7 +1,7 @@
 // `clapper plan MANIFEST`: validate, expand, estimate. No task is ever created.
 
 import { RESOLUTIONS } from "../../../api/video.js";
-import { formatProblem } from "../../../manifest/index.js";
+import { formatProblem, formatProblems } from "../../../manifest/index.js";
 import type { PlanResult } from "../../../pipeline/plan.js";
 
 /** The contract shape of `plan --json` (BRIEF.md), plus a few fields more. */
@@ -28,8 +28,11 @@ export function planJson(r: PlanResult) {
     ...(r.balance ? { balance: r.balance } : {}),
     ...(r.budget !== undefined ? { budget: { max_points: r.budget } } : {}),
     ...(r.fits !== undefined ? { fits: r.fits } : {}),
+    // The problems kept (a bounded number), and how many were found in all.
     errors: r.errors.map(formatProblem),
     warnings: r.warnings.map(formatProblem),
+    error_count: r.errors.length + (r.omitted?.errors ?? 0),
+    warning_count: r.warnings.length + (r.omitted?.warnings ?? 0),
   };
 }
 
@@ -71,15 +74,16 @@ export function renderPlan(r: PlanResult): string {
   return out.join("\n");
 }
 
-export function renderProblems(r: PlanResult): string {
+/** Errors, then warnings: the first `limit` of each, and a count of the rest (a broken file can have thousands). */
+export function renderProblems(r: PlanResult, limit = 50): string {
   const out: string[] = [];
-  if (r.errors.length > 0) {
-    out.push(`${r.errors.length} error${r.errors.length === 1 ? "" : "s"}:`);
-    for (const p of r.errors) out.push(`  ${formatProblem(p)}`);
-  }
-  if (r.warnings.length > 0) {
-    out.push(`${r.warnings.length} warning${r.warnings.length === 1 ? "" : "s"}:`);
-    for (const p of r.warnings) out.push(`  ${formatProblem(p)}`);
-  }
+  const section = (list: PlanResult["errors"], omitted: number, noun: string) => {
+    const total = list.length + omitted;
+    if (total === 0) return;
+    out.push(`${total} ${noun}${total === 1 ? "" : "s"}:`);
+    for (const line of formatProblems(list, { limit, omitted })) out.push(`  ${line}`);
+  };
+  section(r.errors, r.omitted?.errors ?? 0, "error");
+  section(r.warnings, r.omitted?.warnings ?? 0, "warning");
   return out.join("\n");
 }
