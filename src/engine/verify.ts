@@ -43,6 +43,8 @@ export async function verifyMedia(
 /**
  * Keeps the first `limit` bytes of a stream while passing everything through, so a result
  * streamed into S3 can still be checked from its headers without being read back.
+ * Headers alone cannot tell a truncated or padded result: mediaCheck (media-check.ts) checks the
+ * whole stream against the container's own sizes and supersedes this and verifyHead.
  */
 export function headCapture(limit = 4 * 1024 * 1024): { stream: Transform; head: () => Buffer } {
   const chunks: Buffer[] = [];
