@@ -1,7 +1,7 @@
 // One organization's points packages. Both services draw on the same ledger, as the specs say:
 // reserve at creation, consume on success, release on failure or cancellation.
 import { randomUUID } from "node:crypto";
-import type { PackageStatus, PointsPackage, PointsSummary } from "../api/common.js";
+import type { Issue, PackageStatus, PointsPackage, PointsSummary } from "../api/common.js";
 
 export interface StoredPackage {
   id: string;
@@ -24,7 +24,8 @@ export type Allocation = ReadonlyArray<{ packageId: string; amount: number }>;
 
 export interface NewPackage {
   total_points: number;
-  status?: "pending" | "active";
+  /** Default active. Stored as given: pending (not activated), exhausted (remaining 0), expired. */
+  status?: PackageStatus;
   expires_at?: number;
   code?: string;
   name?: string;
@@ -34,24 +35,66 @@ export interface NewPackage {
 
 const YEAR_S = 365 * 24 * 3600;
 
+/**
+ * What makes a new package contradict its requested status; undefined when it is consistent.
+ * Status is derived from time and points afterwards, so a package created "exhausted" but already
+ * past its expiry would read "expired", and one created "expired" with a future expiry "active".
+ */
+export function packageProblem(input: NewPackage, nowS: number): Issue | undefined {
+  const expires = input.expires_at;
+  if (expires === undefined) return undefined;
+  const at = ["expires_at"];
+  switch (input.status) {
+    case "pending":
+      return {
+        path: at,
+        message: "a pending package is not activated yet, so it has no expiry; leave it out",
+      };
+    case "expired":
+      return expires > nowS
+        ? { path: at, message: `an expired package expired in the past, not at ${expires} (now ${nowS})` }
+        : undefined;
+    case "exhausted":
+      return expires <= nowS
+        ? { path: at, message: `at ${expires} the package would be expired, not exhausted (now ${nowS})` }
+        : undefined;
+    default:
+      return undefined;
+  }
+}
+
 export class PointsLedger {
   readonly packages: StoredPackage[] = [];
 
   constructor(private readonly nowS: () => number) {}
 
+  /**
+   * Adds a package in the requested status. pending: not activated, no purchase or expiry time.
+   * active: usable until `expires_at` (a year by default; one in the past makes it expired).
+   * exhausted: activated with every point deducted. expired: activated, its points unused, and
+   * expired now unless `expires_at` says when (bought a year before that). Only active packages
+   * have available points; pending and expired ones count in no balance (see `summary`).
+   */
   add(input: NewPackage): StoredPackage {
     const now = this.nowS();
     const pending = input.status === "pending";
+    const activation = (): { purchased_at: number; expires_at: number } => {
+      if (input.status === "expired") {
+        const expires = input.expires_at ?? now;
+        return { purchased_at: expires - YEAR_S, expires_at: expires };
+      }
+      return { purchased_at: now, expires_at: input.expires_at ?? now + YEAR_S };
+    };
     const pkg: StoredPackage = {
       id: `pkg_${randomUUID().replaceAll("-", "").slice(0, 20)}`,
       code: input.code ?? "sandbox",
       name: input.name ?? "Sandbox points package",
       pending,
       total_points: input.total_points,
-      remaining_points: input.total_points,
+      remaining_points: input.status === "exhausted" ? 0 : input.total_points,
       reserved_points: 0,
       created_at: now,
-      ...(pending ? {} : { purchased_at: now, expires_at: input.expires_at ?? now + YEAR_S }),
+      ...(pending ? {} : activation()),
       ...(input.order_no !== undefined ? { order_no: input.order_no } : {}),
       ...(input.total_price !== undefined ? { total_price: input.total_price } : {}),
     };

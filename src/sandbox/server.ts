@@ -5,11 +5,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import FindMyWay from "find-my-way";
 import { z } from "zod";
-import { issuesFromZod } from "../api/common.js";
+import { issuesFromZod, PackageStatus } from "../api/common.js";
 import { CallbackSender } from "./callbacks.js";
 import { ApiError, renderError, sendJson } from "./http.js";
 import { makeMp4, makeWav } from "./media.js";
 import { loadWorld, saveWorld } from "./persist.js";
+import { packageProblem } from "./points.js";
 import { PRESET_VOICES, SpeechService } from "./speech.js";
 import { OFFICIAL_SKILLS, VideoService } from "./video.js";
 import { type Org, World } from "./world.js";
@@ -66,7 +67,7 @@ const FaultsBody = z.object({
 
 const PackageBody = z.object({
   total_points: z.number().int().min(0),
-  status: z.enum(["pending", "active"]).optional(),
+  status: PackageStatus.optional(),
   expires_at: z.number().int().optional(),
   code: z.string().optional(),
   name: z.string().optional(),
@@ -331,6 +332,8 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     "control",
     (c) => {
       const body = parseControl(PackageBody, c.body);
+      const problem = packageProblem(body, world.nowS());
+      if (problem) throw ApiError.badRequest(problem);
       const org = world.org(param(c, "org"));
       const pkg = org.ledger.add(body);
       return org.ledger.list().find((p) => p.id === pkg.id);

@@ -3,9 +3,10 @@
 // writer that was killed are removed when the next writer first writes into their folder.
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readdir, rename, stat, unlink, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
-import { type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
+import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */
 export function hashing(): { stream: Transform; result: () => { bytes: number; sha256: string } } {
@@ -30,12 +31,41 @@ function alive(pid: number): boolean {
   }
 }
 
-/** `.NAME.PID.RANDOM.partial`: the writer's pid tells a file still being written from a leftover. */
+// Temporary files are named `.NAME.PID.HOSTINSTANCE.RANDOM.partial`: the writer's pid, a tag of its
+// host name (6 hex) and a random token of the writing process (10 hex). A pid alone cannot tell a
+// dead writer from a live one in containers, where every run is pid 1 again.
+const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 6);
+const INSTANCE = randomBytes(5).toString("hex");
+/** A live writer writes at least this often (downloads give up after a shorter silence). */
+const PARTIAL_STALE_MS = 60_000;
+const PARTIAL = /^\..+\.(\d+)\.([0-9a-f]{6})([0-9a-f]{10})\.[0-9a-f]{12}\.partial$/;
+/** Before the host and instance were added: `.NAME.PID.RANDOM.partial`, always of this host. */
+const OLD_PARTIAL = /^\..+\.(\d+)\.[0-9a-f]{12}\.partial$/;
+
 function tempName(target: string): string {
   return join(
     dirname(target),
-    `.${basename(target)}.${process.pid}.${randomBytes(6).toString("hex")}.partial`,
+    `.${basename(target)}.${process.pid}.${HOST_TAG}${INSTANCE}.${randomBytes(6).toString("hex")}.partial`,
   );
+}
+
+/**
+ * Whether a temporary file was left by a writer that is gone. Never one of this process. On this
+ * host, one whose pid is ours (an earlier process with our pid: a container restarted with the same
+ * host name) or dead. Any, once not written for PARTIAL_STALE_MS: a pid of another host means nothing
+ * here. (Two live processes with the same host name in different pid namespaces, writing into one
+ * folder, could remove each other's files: that write then fails and is retried, nothing is lost.)
+ */
+async function isLeftover(dir: string, name: string): Promise<boolean> {
+  const m = PARTIAL.exec(name);
+  const old = m ? undefined : OLD_PARTIAL.exec(name);
+  if (!m && !old) return false;
+  const pid = Number((m ?? old)?.[1]);
+  const host = m ? m[2] : HOST_TAG;
+  if (m && m[2] === HOST_TAG && m[3] === INSTANCE) return false;
+  if (host === HOST_TAG && pid > 0 && (pid === process.pid || !alive(pid))) return true;
+  const info = await stat(join(dir, name)).catch(() => undefined);
+  return info !== undefined && Date.now() - info.mtimeMs > PARTIAL_STALE_MS;
 }
 
 /** Removes the temporary files in `dir` whose writer is gone (killed mid-write). */
@@ -47,10 +77,7 @@ async function removeLeftovers(dir: string): Promise<void> {
     return;
   }
   for (const name of names) {
-    const m = name.match(/^\..+\.(\d+)\.[0-9a-f]+\.partial$/);
-    const pid = Number(m?.[1]);
-    if (!m || !Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
-    await unlink(join(dir, name)).catch(() => undefined);
+    if (await isLeftover(dir, name)) await unlink(join(dir, name)).catch(() => undefined);
   }
 }
 
@@ -185,6 +212,31 @@ export class LocalSink implements Sink {
       return info.isFile() ? { bytes: info.size } : undefined;
     } catch {
       return undefined;
+    }
+  }
+
+  async probe(): Promise<void> {
+    const probe = join(this.root, `.clapper-probe-${process.pid}-${randomBytes(4).toString("hex")}`);
+    try {
+      await mkdir(this.root, { recursive: true });
+      await writeFile(probe, "");
+      await unlink(probe);
+    } catch (error) {
+      await unlink(probe).catch(() => undefined);
+      const code = (error as NodeJS.ErrnoException).code;
+      const why =
+        code === "EACCES" || code === "EPERM"
+          ? "permission denied: give this user write access or choose another folder with --output"
+          : code === "EROFS"
+            ? "the file system is read-only: choose another folder with --output"
+            : code === "ENOSPC"
+              ? "the disk is full"
+              : code === "ENOTDIR" || code === "EEXIST"
+                ? "a file stands where a folder is needed"
+                : (code ?? (error as Error).message);
+      throw new OutputError(`the output folder ${this.root} is not writable (${why})`, false, {
+        cause: error,
+      });
     }
   }
 }

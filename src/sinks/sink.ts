@@ -33,6 +33,29 @@ export interface Sink {
   stat(key: string): Promise<{ bytes: number; metadata?: Record<string, string> } | undefined>;
   /** A local path to read a stored object from, when the sink has one (used to verify media). */
   localPath?(key: string): string;
+  /**
+   * Proves the sink can take writes (creates and removes a small object), so a run stops before
+   * its first create, not after paying, when the output is not writable. Throws OutputError.
+   */
+  probe(): Promise<void>;
+  /**
+   * Cleans up what writers that are gone left behind (S3: multipart uploads started before
+   * `before` that will never be completed, and which the store bills for). Best effort.
+   */
+  cleanup?(before: Date): Promise<{ aborted: number }>;
+}
+
+/** The output cannot be written: the message says where and what to do. */
+export class OutputError extends Error {
+  override name = "OutputError";
+  constructor(
+    message: string,
+    /** The store could not be reached or refused service (exit 6), rather than a setting to fix. */
+    readonly unreachable = false,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
 }
 
 export class SizeMismatchError extends Error {

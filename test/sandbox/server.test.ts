@@ -422,7 +422,7 @@ describe("control endpoints", () => {
     [{ total_points: -1 }, "total_points"],
     [{ total_points: 1.5 }, "total_points"],
     [{ total_points: "100" }, "total_points"],
-    [{ total_points: 100, status: "expired" }, "status"],
+    [{ total_points: 100, status: "used_up" }, "status"],
     [{ total_points: 100, expires_at: "tomorrow" }, "expires_at"],
   ])("POST /_sandbox/orgs/{org}/packages refuses %j", async (body, part) => {
     expectError(await control(sb, "POST", "/orgs/acme/packages", body), 400, "bad_request_error", part);
