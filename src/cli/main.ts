@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import type { Logger } from "pino";
 import yargs, { type Argv } from "yargs";
 import { AbortedError, ClapperApiError } from "../api/errors.js";
+import { redact } from "../api/redact.js";
 import { balance, renderBalance } from "./commands/balance/index.js";
 import { sandboxOptions } from "./commands/sandbox/options.js";
 import {
@@ -79,8 +80,11 @@ function optional(args: { state?: string | undefined; output?: string | undefine
 
 export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<number> {
   const env = io.env ?? process.env;
-  const stdout = io.stdout ?? ((text: string) => void process.stdout.write(`${text}\n`));
-  const stderr = io.stderr ?? ((text: string) => void process.stderr.write(`${text}\n`));
+  const rawStdout = io.stdout ?? ((text: string) => void process.stdout.write(`${text}\n`));
+  const rawStderr = io.stderr ?? ((text: string) => void process.stderr.write(`${text}\n`));
+  // Everything printed may quote a service or a file: redacted by value on the way out.
+  const stdout = (text: string) => rawStdout(redact(text));
+  const stderr = (text: string) => rawStderr(redact(text));
   const shutdown = shutdownSignal();
   const signal = shutdown.signal;
   let code = 0;
@@ -193,7 +197,8 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
           })
           .option("callback-listen", {
             type: "string",
-            describe: "[HOST:]PORT the callback listener binds (default: 0.0.0.0 and the URL's port)",
+            describe:
+              "[HOST:]PORT the callback listener binds (default: the URL's host if it is this machine's address, else 127.0.0.1; the URL's port)",
           })
           .option("s3-endpoint", {
             type: "string",
@@ -241,6 +246,26 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
           .option("log-format", {
             choices: ["json", "pretty"] as const,
             describe: "json: one line per event; pretty: live progress (default on a terminal)",
+          })
+          .option("break-lock", {
+            type: "boolean",
+            default: false,
+            describe: "take the run's lock even if another run seems to hold it (after a crash)",
+          })
+          .option("max-result-mb", {
+            type: "number",
+            describe:
+              "largest result to download, in MiB (default: derived from each job's duration and resolution)",
+          })
+          .option("allow-private-urls", {
+            type: "boolean",
+            default: false,
+            describe: "download results from private and loopback addresses too (default: public only)",
+          })
+          .option("give-up-after", {
+            type: "number",
+            default: 600,
+            describe: "seconds a task may stay unreadable before the run leaves it for the next run",
           })
           .option("sandbox-time-scale", { type: "number", default: 0.01, hidden: true }),
       async (args) => {

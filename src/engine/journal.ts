@@ -12,6 +12,8 @@ export interface JournalOptions<S, R> {
   apply: (state: S, record: R) => void;
   /** Compact once the file holds this many records (default 10,000). */
   compactEvery?: number;
+  /** Applied to every record before it is applied and written (the runner redacts secrets here). */
+  sanitize?: (record: R) => R;
 }
 
 type Op = { kind: "line"; line: string; durable: boolean } | { kind: "compact"; snapshot: string };
@@ -108,7 +110,8 @@ export class Journal<S, R extends { t: string }> {
    * the line reached the disk (fdatasync): use it for what a crash must not lose. Lines that arrive
    * while a write is under way go out together, with one fdatasync for the batch (group commit).
    */
-  append(record: R, { durable = false }: { durable?: boolean } = {}): Promise<void> {
+  append(input: R, { durable = false }: { durable?: boolean } = {}): Promise<void> {
+    const record = this.options.sanitize ? this.options.sanitize(input) : input;
     this.options.apply(this.state, record);
     this.records += 1;
     const written = this.enqueue({ kind: "line", line: `${JSON.stringify(record)}\n`, durable });

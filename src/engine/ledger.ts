@@ -5,8 +5,14 @@
 export interface PointsLedger {
   /** Reserves `points` if the cap allows; false otherwise (nothing reserved). */
   tryReserve(points: number): Promise<boolean>;
-  /** Ends a reservation: `spent` (at most what was reserved) is spent, the rest is freed. */
+  /** Ends a reservation: `spent` is spent, the rest is freed. */
   settle(reserved: number, spent: number): Promise<void>;
+  /**
+   * Changes a reservation that is already held (the price moved, or the task's own cost became
+   * known). Never refused, since the points are committed at the service either way; returns
+   * whether the ledger is still within its cap.
+   */
+  adjust(from: number, to: number): Promise<boolean>;
   snapshot(): { cap: number; reserved: number; spent: number };
 }
 
@@ -35,6 +41,11 @@ export class LocalLedger implements PointsLedger {
   async settle(reserved: number, spent: number): Promise<void> {
     this.reserved = Math.max(0, this.reserved - reserved);
     this.spent += spent;
+  }
+
+  async adjust(from: number, to: number): Promise<boolean> {
+    this.reserved = Math.max(0, this.reserved - from + to);
+    return this.reserved + this.spent <= this.cap;
   }
 
   snapshot() {

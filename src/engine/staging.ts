@@ -2,10 +2,9 @@
 // file is uploaded once per content hash under a staging prefix and passed as a presigned GET URL
 // valid for the task's whole queue time; s3:// URIs are presigned as they are. Without S3, local
 // files travel inside the request as Data URLs (the request body limit then applies).
-import { createReadStream } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { extname } from "node:path";
 import type { S3Client } from "@aws-sdk/client-s3";
+import { openRegularFile, readRegularFile } from "../manifest/files.js";
 import type { MaterialRef } from "../manifest/index.js";
 import { S3Sink } from "../sinks/s3.js";
 
@@ -52,7 +51,11 @@ export class InlineStager implements MaterialStager {
         `${ref.uri}: an s3:// material needs S3 configured (--output s3://... or --staging s3://...)`,
       );
     }
-    const data = await readFile(ref.path);
+    // Read as the plan checked it: a regular file of the size it had (not a FIFO swapped in since).
+    const { data } = await readRegularFile(ref.path, {
+      maxBytes: ref.bytes,
+      what: "this material as planned",
+    });
     return `data:${mimeOf(ref.path)};base64,${data.toString("base64")}`;
   }
 }
@@ -79,7 +82,9 @@ export class S3Stager implements MaterialStager {
       upload = (async () => {
         const found = await this.staging.stat(key);
         if (found && found.bytes === ref.bytes) return;
-        await this.staging.write(key, createReadStream(ref.path), {
+        const file = await openRegularFile(ref.path);
+        // The handle is closed when its stream ends or is destroyed (autoClose).
+        await this.staging.write(key, file.handle.createReadStream(), {
           expectedBytes: ref.bytes,
           contentType: mimeOf(ref.path),
           metadata: { sha256: ref.sha256 },

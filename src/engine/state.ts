@@ -20,11 +20,19 @@ export interface Attempt {
   key: string;
   /** Points reserved in the run's ledger for this attempt (the estimate). */
   reserved: number;
+  /** When the intent was written (ms since the epoch, this machine's clock): a task the service
+   * says it created before this moment was not created by this attempt's request (a replay). */
+  at?: number;
   taskId?: string;
   /** Last status the service reported. */
   taskStatus?: string;
   /** What the service actually charged; set when the attempt ended. */
   spent?: number;
+  /**
+   * The Idempotency-Key returned a task created before this attempt's intent (an earlier state, a
+   * second machine, an edit reverted): its points were paid where it was first created, not here.
+   */
+  replayed?: boolean;
   error?: { code: string; message: string };
 }
 
@@ -60,14 +68,24 @@ export interface RunState {
     finished_at?: string;
     /** The balance when the run ended, kept so a report written again from state still shows it. */
     balance_after?: number;
+    /** Started by `--fresh`: a later `--fresh` resumes this campaign instead of starting over. */
+    fresh?: boolean;
   };
+  /**
+   * The manifest this state belongs to (its real path): another manifest with the same name is
+   * refused rather than mixed into it.
+   */
+  manifest_path?: string;
   /**
    * Counts completed runs of this state. A run that is interrupted and resumed stays in one
    * campaign, so its report covers the work of every process that took part.
    */
   campaign: number;
-  /** Part of every Idempotency-Key; `--fresh` moves to a new epoch so nothing earlier is replayed. */
-  epoch: number;
+  /**
+   * Part of every Idempotency-Key; `--fresh` moves to a new, random epoch so that nothing earlier is
+   * replayed (a counter would repeat after the state is deleted).
+   */
+  epoch: number | string;
   jobs: Record<string, JobState>;
   /** Reference voices uploaded for this run's state, by content hash (+ save name). */
   voices: Record<string, { asset_id?: string; voice_id?: string }>;
@@ -76,16 +94,46 @@ export interface RunState {
   balance_before?: number;
 }
 
+/** How an attempt's end decides the job's fate, written in the same record so a kill cannot split them. */
+export type Fate = "failed" | "cancelled";
+
 export type RunRecord =
-  | { t: "run"; id: string; name: string; manifest: string; started_at: string; epoch?: number }
+  | {
+      t: "run";
+      id: string;
+      name: string;
+      manifest: string;
+      started_at: string;
+      epoch?: number | string;
+      /** `--fresh`: regenerate every job not in flight, in a new epoch (once per campaign). */
+      fresh?: boolean;
+      manifest_path?: string;
+    }
   | { t: "finish"; finished_at: string; balance_after?: number }
   | { t: "job"; id: string; kind: JobKind; fingerprint: string; estimate: number }
   | { t: "skip"; id: string }
-  | { t: "intent"; id: string; n: number; key: string; reserved: number }
+  | { t: "intent"; id: string; n: number; key: string; reserved: number; at?: number }
+  /** An intent whose create was never sent: the attempt is taken back, as if never made. */
+  | { t: "withdrawn"; id: string; n: number }
+  /** The reservation of an open attempt changed (re-priced, or the task's own cost became known). */
+  | { t: "reserve"; id: string; n: number; reserved: number }
   | { t: "created"; id: string; n: number; task_id: string }
   | { t: "task"; id: string; n: number; status: string }
-  | { t: "settled"; id: string; n: number; spent: number; error?: { code: string; message: string } }
+  | {
+      t: "settled";
+      id: string;
+      n: number;
+      spent: number;
+      error?: { code: string; message: string };
+      fate?: Fate;
+      replayed?: boolean;
+    }
   | { t: "stored"; id: string; output: StoredOutput }
+  /**
+   * Something keeps the job from going on for now (a task that cannot be read, a result that
+   * cannot be stored) without ending it: the job stays where it is, resumable, with this reason.
+   */
+  | { t: "problem"; id: string; error: { code: string; message: string } }
   | { t: "failed"; id: string; error: { code: string; message: string } }
   | { t: "cancelled"; id: string }
   | { t: "voice"; hash: string; asset_id?: string; voice_id?: string }
@@ -110,6 +158,14 @@ export function applyRecord(state: RunState, r: RunRecord): void {
         // The balance before belongs to the campaign; a new campaign records its own.
         delete state.balance_before;
       }
+      if (r.manifest_path !== undefined) state.manifest_path = r.manifest_path;
+      if (r.fresh) {
+        if (!state.run.fresh) {
+          state.run.fresh = true;
+          for (const job of Object.values(state.jobs)) freshen(job);
+        }
+      }
+      // Older journals started a fresh run in a new file with only the epoch on its first record.
       if (r.epoch !== undefined) state.epoch = r.epoch;
       break;
     case "finish":
@@ -151,10 +207,31 @@ export function applyRecord(state: RunState, r: RunRecord): void {
     case "intent": {
       const job = state.jobs[r.id];
       if (!job) break;
-      job.attempts.push({ n: r.n, campaign: state.campaign, key: r.key, reserved: r.reserved });
+      job.attempts.push({
+        n: r.n,
+        campaign: state.campaign,
+        key: r.key,
+        reserved: r.reserved,
+        ...(r.at !== undefined ? { at: r.at } : {}),
+      });
       job.status = "submitting";
       job.skipped = false;
       delete job.error;
+      break;
+    }
+    case "withdrawn": {
+      const job = state.jobs[r.id];
+      const last = job?.attempts.at(-1);
+      // Only an open attempt without a task can be taken back: a created task is never forgotten.
+      if (job && last && last.n === r.n && last.spent === undefined && last.taskId === undefined) {
+        job.attempts.pop();
+        job.status = "pending";
+      }
+      break;
+    }
+    case "reserve": {
+      const a = attempt(state.jobs[r.id], r.n);
+      if (a && a.spent === undefined) a.reserved = r.reserved;
       break;
     }
     case "created": {
@@ -167,6 +244,14 @@ export function applyRecord(state: RunState, r: RunRecord): void {
     case "task": {
       const a = attempt(state.jobs[r.id], r.n);
       if (a) a.taskStatus = r.status;
+      // A status read again means whatever kept the task from being followed is over.
+      const job = state.jobs[r.id];
+      if (job && job.status === "running") delete job.error;
+      break;
+    }
+    case "problem": {
+      const job = state.jobs[r.id];
+      if (job) job.error = r.error;
       break;
     }
     case "settled": {
@@ -174,10 +259,17 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       if (a) {
         a.spent = r.spent;
         if (r.error) a.error = r.error;
+        if (r.replayed) a.replayed = true;
       }
       const job = state.jobs[r.id];
+      if (!job) break;
+      if (r.fate) {
+        job.status = r.fate;
+        if (r.error) job.error = r.error;
+        break;
+      }
       // An attempt that ended in error leaves the job to be retried, failed or resumed by the runner.
-      if (job) job.status = !r.error && a?.taskStatus === "succeeded" ? "collecting" : "pending";
+      job.status = !r.error && a?.taskStatus === "succeeded" ? "collecting" : "pending";
       break;
     }
     case "stored": {
@@ -218,9 +310,26 @@ export function applyRecord(state: RunState, r: RunRecord): void {
   }
 }
 
+/**
+ * `--fresh`: the job is generated again. What is in flight (an open attempt, a paid result not yet
+ * stored) is kept: it is new work already paid for, and forgetting it would pay for it twice.
+ */
+function freshen(job: JobState): void {
+  if (openAttempt(job) || job.status === "collecting") return;
+  job.status = "pending";
+  job.skipped = false;
+  delete job.output;
+  delete job.error;
+}
+
+/** Points an attempt cost this state's account: nothing for a replay, paid where it was created. */
+export function attemptCost(a: Attempt): number {
+  return a.replayed ? 0 : (a.spent ?? 0);
+}
+
 /** What the job cost in this campaign: its attempts that ended, and earlier versions' spending. */
 export function spentPoints(job: JobState, campaign: number): number {
-  const own = job.attempts.reduce((sum, a) => sum + (a.campaign === campaign ? (a.spent ?? 0) : 0), 0);
+  const own = job.attempts.reduce((sum, a) => sum + (a.campaign === campaign ? attemptCost(a) : 0), 0);
   return own + (job.carried?.campaign === campaign ? job.carried.points : 0);
 }
 

@@ -16,13 +16,34 @@ export interface TrackOptions {
   maxIntervalMs: number;
   /** A list request is used when at least this many tasks are due together. */
   batchThreshold: number;
+  /**
+   * How long a task may stay unreadable (invalid answers, an unknown status, errors after the HTTP
+   * layer's retries) before it is given up on for this run: the task is left open, resumable.
+   */
+  giveUpMs: number;
 }
 
 export const DEFAULT_TRACK_OPTIONS: TrackOptions = {
   minIntervalMs: 1000,
   maxIntervalMs: 30_000,
   batchThreshold: 3,
+  giveUpMs: 10 * 60 * 1000,
 };
+
+/** The task could not be read for `giveUpMs`: it is left as it is, for a later run to follow. */
+export class TaskUnreadableError extends Error {
+  override name = "TaskUnreadableError";
+  constructor(
+    message: string,
+    readonly failures: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Told of every failed look at a task (after the HTTP layer's own retries), so none is silent. */
+export type TrackTrouble = (taskId: string, error: unknown, failures: number) => void;
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -30,6 +51,9 @@ interface Entry<T> {
   taskId: string;
   createdAt: number;
   dueAt: number;
+  /** Consecutive failed looks, and since when: reset by any readable answer. */
+  failures: number;
+  failingSince?: number;
   onUpdate: (task: T) => void;
   resolve: (task: T) => void;
   reject: (error: unknown) => void;
@@ -45,12 +69,21 @@ abstract class Poller<T> {
   constructor(
     protected readonly options: TrackOptions,
     protected readonly signal: AbortSignal,
+    private readonly trouble: TrackTrouble = () => {},
   ) {}
 
   /** Resolves with the task once it is terminal; `onUpdate` sees every status read on the way. */
   track(taskId: string, createdAt: number, onUpdate: (task: T) => void = () => {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.entries.set(taskId, { taskId, createdAt, dueAt: Date.now(), onUpdate, resolve, reject });
+      this.entries.set(taskId, {
+        taskId,
+        createdAt,
+        dueAt: Date.now(),
+        failures: 0,
+        onUpdate,
+        resolve,
+        reject,
+      });
       this.wake?.();
       this.loop ??= this.run().finally(() => {
         this.loop = undefined;
@@ -68,6 +101,8 @@ abstract class Poller<T> {
     // Once stopped, an answer that arrives late changes nothing: the task is left as last recorded,
     // for the next run to follow (a run that is being interrupted must not start a download).
     if (this.signal.aborted) return;
+    entry.failures = 0;
+    delete entry.failingSince;
     entry.onUpdate(task);
     if (TERMINAL.has(this.statusOf(task))) {
       this.entries.delete(entry.taskId);
@@ -95,15 +130,46 @@ abstract class Poller<T> {
         this.wake = undefined;
         continue;
       }
-      try {
-        if (due.length >= this.options.batchThreshold) await this.pollMany(due);
-        else await Promise.all(due.map((e) => this.pollOne(e)));
-      } catch (error) {
-        if (this.signal.aborted) continue;
-        // A failed look (after the HTTP layer's own retries) is tried again a little later.
-        for (const e of due) e.dueAt = Date.now() + this.options.maxIntervalMs / 4;
-        void error;
+      if (due.length >= this.options.batchThreshold) {
+        try {
+          await this.pollMany(due);
+          continue;
+        } catch (error) {
+          if (this.signal.aborted) continue;
+          // A list that cannot be read (one bad item spoils a page) must not hold back the healthy
+          // tasks on it: each due task is asked about on its own, and only its own failures count.
+          this.trouble("(list)", error, 0);
+        }
       }
+      await Promise.all(due.filter((e) => this.entries.has(e.taskId)).map((e) => this.pollOneSafely(e)));
+    }
+  }
+
+  /** One look; a failure is counted against the task, and after `giveUpMs` of them it is given up. */
+  protected async pollOneSafely(entry: Entry<T>): Promise<void> {
+    try {
+      await this.pollOne(entry);
+    } catch (error) {
+      if (this.signal.aborted) return;
+      const now = Date.now();
+      entry.failures += 1;
+      entry.failingSince ??= now;
+      this.trouble(entry.taskId, error, entry.failures);
+      if (now - entry.failingSince >= this.options.giveUpMs) {
+        this.entries.delete(entry.taskId);
+        const seconds = Math.round((now - entry.failingSince) / 1000);
+        entry.reject(
+          new TaskUnreadableError(
+            `task ${entry.taskId} could not be read for ${seconds} s (${entry.failures} tries; last: ${(error as Error).message})`,
+            entry.failures,
+            { cause: error },
+          ),
+        );
+        return;
+      }
+      // Tried again a little later, never later than the give-up moment.
+      const wait = Math.min(this.options.maxIntervalMs / 4, Math.max(this.options.minIntervalMs, 250));
+      entry.dueAt = now + Math.min(wait, entry.failingSince + this.options.giveUpMs - now);
     }
   }
 
@@ -135,7 +201,7 @@ abstract class Poller<T> {
   /** Tasks a list did not mention are asked about one by one. */
   protected async fallback(due: Entry<T>[], seen: Set<string>): Promise<void> {
     await Promise.all(
-      due.filter((e) => !seen.has(e.taskId) && this.entries.has(e.taskId)).map((e) => this.pollOne(e)),
+      due.filter((e) => !seen.has(e.taskId) && this.entries.has(e.taskId)).map((e) => this.pollOneSafely(e)),
     );
   }
 }
@@ -145,8 +211,9 @@ export class VideoPoller extends Poller<VideoTask> {
     private readonly client: VideoClient,
     options: TrackOptions,
     signal: AbortSignal,
+    trouble?: TrackTrouble,
   ) {
-    super(options, signal);
+    super(options, signal, trouble);
   }
 
   protected get(taskId: string) {
@@ -197,8 +264,9 @@ export class SpeechPoller extends Poller<SpeechTask> {
     private readonly client: SpeechClient,
     options: TrackOptions,
     signal: AbortSignal,
+    trouble?: TrackTrouble,
   ) {
-    super(options, signal);
+    super(options, signal, trouble);
   }
 
   protected get(taskId: string) {

@@ -3,8 +3,11 @@
 // Never creates a task.
 import type { PointsSummary } from "../api/common.js";
 import type { Clients } from "../api/index.js";
+import { speechPoints } from "../api/speech.js";
 import type { ResolutionTier } from "../api/video.js";
+import { PriceError, priceFrom } from "../engine/pricing.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem } from "../manifest/index.js";
+import { KEPT_PROBLEMS } from "../manifest/problems.js";
 
 export interface PlanOptions {
   manifest: string;
@@ -14,6 +17,8 @@ export interface PlanOptions {
   /** Points per 10 counted characters when the service cannot be asked. */
   speechPrice?: number;
   signal?: AbortSignal;
+  /** The manifest, loaded already (offline) by the caller: only priced here, not read again. */
+  loaded?: LoadedManifest;
 }
 
 export interface PlanResult extends LoadedManifest {
@@ -39,14 +44,16 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
       options.clients.video.pointsSummary(call),
     ]);
     balance = summary;
-    speechPrice = { value: pricing.costs.text_to_speech, source: "service", countedChars: 0 };
-    if (!pricing.enabled) {
+    try {
+      speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
+    } catch (error) {
+      if (!(error instanceof PriceError)) throw error;
       serviceProblems.push({
         severity: "error",
         file: options.manifest,
         line: 0,
         field: "",
-        message: "speech billing is disabled on the service: no speech task can be created",
+        message: error.message,
       });
     }
   } else if (options.speechPrice !== undefined) {
@@ -63,23 +70,35 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     }
   }
 
-  const loaded = await loadManifest(options.manifest, {
-    ...(options.cwd ? { cwd: options.cwd } : {}),
-    ...(speechPrice.value !== null ? { speechPrice: speechPrice.value } : {}),
-  });
+  const price = speechPrice.value;
+  const loaded = options.loaded
+    ? priced(options.loaded, price)
+    : await loadManifest(options.manifest, {
+        ...(options.cwd ? { cwd: options.cwd } : {}),
+        ...(price !== null ? { speechPrice: price } : {}),
+      });
   const errors = [...optionProblems, ...loaded.errors];
+  let omittedErrors = loaded.omitted?.errors ?? 0;
+  // Kept as the manifest's own problems are (a bounded list and a count): one unknown voice in a
+  // 200,000-row CSV must not become 200,000 errors.
+  const add = (found: readonly Problem[]) => {
+    for (const p of found) {
+      if (errors.length < KEPT_PROBLEMS) errors.push(p);
+      else omittedErrors += 1;
+    }
+  };
   if (options.clients && loaded.manifest) {
-    errors.push(
-      ...(await serviceChecks(
+    add(
+      await serviceChecks(
         loaded.jobs,
         loaded.manifest.skills.map((s) => s.name),
         options.clients,
         call,
-      )),
+      ),
     );
   }
   const lines = loaded.jobs.filter((j) => j.kind === "speech");
-  if (lines.length > 0) errors.push(...serviceProblems);
+  if (lines.length > 0) add(serviceProblems);
 
   let video = 0;
   let speech: number | null = 0;
@@ -104,8 +123,13 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
       (balance === undefined || total <= balance.available_points) &&
       (budget === undefined || total <= budget);
   }
+  const omitted =
+    omittedErrors + (loaded.omitted?.warnings ?? 0) > 0
+      ? { omitted: { errors: omittedErrors, warnings: loaded.omitted?.warnings ?? 0 } }
+      : {};
   return {
     ...loaded,
+    ...omitted,
     errors,
     points: { video, speech, total },
     counts: { video: loaded.jobs.length - lines.length, speech: lines.length, total: loaded.jobs.length },
@@ -115,6 +139,15 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     ...(budget !== undefined ? { budget } : {}),
     ...(fits !== undefined ? { fits } : {}),
   };
+}
+
+/** A manifest loaded without a speech price, with its lines priced now. */
+function priced(loaded: LoadedManifest, price: number | null): LoadedManifest {
+  if (price === null) return loaded;
+  const jobs = loaded.jobs.map((job) =>
+    job.kind === "speech" ? { ...job, points: speechPoints(job.request.text, price) } : job,
+  );
+  return { ...loaded, jobs };
 }
 
 /** What only the service can answer: do the named voices and skills exist? */

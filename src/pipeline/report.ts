@@ -1,6 +1,7 @@
 // The run report, built from the journal's state: report.json (the contract of BRIEF.md, plus a
 // few fields), report.md for people, junit.xml for CI, and a summary for GitHub's step summary.
 import { appendFile } from "node:fs/promises";
+import { redactDeep } from "../api/redact.js";
 import { type JobState, openAttempt, type RunState, spentPoints } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
@@ -19,6 +20,11 @@ export interface ReportJob {
   output: { uri: string; bytes: number; sha256: string } | null;
   error: { code: string; message: string } | null;
   source: string;
+  /**
+   * The task was one created before this run (its Idempotency-Key returned it): its points were
+   * paid where it was first created, so they are not counted here.
+   */
+  replayed?: true;
 }
 
 export interface Report {
@@ -74,15 +80,18 @@ export function buildReport(input: ReportInput): Report {
     const status = statusOf(st);
     const attempts = st?.attempts.filter((a) => a.campaign === campaign) ?? [];
     const last = st?.attempts.at(-1);
+    // A job in flight can carry a problem (a task that could not be read) without having ended.
     const lastError = st?.error ?? (st && !openAttempt(st) ? attempts.at(-1)?.error : undefined);
+    const replayed = attempts.some((a) => a.replayed);
     return {
       id: planned.id,
       kind: planned.kind,
       status,
       task_id: last?.taskId ?? null,
       attempts: attempts.length,
-      // Failed and cancelled attempts are released, so they add 0; a reused result costs nothing now.
-      points: status === "skipped" || !st ? 0 : spentPoints(st, campaign),
+      // Failed and cancelled attempts are released, so they add 0; a reused result costs nothing now,
+      // but a job this campaign paid for counts even when the store turned out to hold its result.
+      points: st ? spentPoints(st, campaign) : 0,
       // Read from state when the manifest was loaded offline (status, report: no speech price).
       estimated_points: planned.points ?? (st?.fingerprint === planned.fingerprint ? st.estimate : null),
       fingerprint: planned.fingerprint,
@@ -95,6 +104,7 @@ export function buildReport(input: ReportInput): Report {
           ? (lastError ?? null)
           : null,
       source: `${planned.file}:${planned.line}`,
+      ...(replayed ? { replayed: true as const } : {}),
     };
   });
   const count = (s: ReportJobStatus) => jobs.filter((j) => j.status === s).length;
@@ -116,7 +126,8 @@ export function buildReport(input: ReportInput): Report {
       : done === 0
         ? "failed"
         : "partial";
-  return {
+  // Messages come from the services: whatever they echo, the reports never carry a secret.
+  return redactDeep<Report>({
     run: {
       name: input.name,
       manifest: input.manifest,
@@ -136,7 +147,7 @@ export function buildReport(input: ReportInput): Report {
     counts,
     jobs,
     ...(input.note ? { note: input.note } : {}),
-  };
+  });
 }
 
 function xml(text: string): string {

@@ -1,53 +1,46 @@
-// `run`: the whole pipeline over a manifest. Plan, pre-flight (balance, budget, skills, voices),
-// then every job under its service's limits: reserve in the run's ledger, write the intent,
-// create, follow, collect, settle. Every state change goes through the journal first, so a
-// process killed at any instant resumes without paying twice.
+// `run`: the whole pipeline over a manifest. Locate the run (the manifest read offline, its name
+// checked before any path is built), lock it, plan with the services, prove the output writable,
+// admit the work against the budget (nothing is written before), pre-flight (skills, voices), then
+// every job's life under its service's limits (src/pipeline/jobs.ts), and the reports.
 import { createHash, randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { mkdir, readFile, rename } from "node:fs/promises";
+import { copyFile, mkdir, readFile, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import pLimit from "p-limit";
 import type { Logger } from "pino";
-import {
-  AuthenticationError,
-  ClapperApiError,
-  type Clients,
-  InsufficientPointsError,
-  NotFoundError,
-  PermissionError,
-  RateLimitError,
-  ValidationError,
-} from "../api/index.js";
-import type { SpeechTask } from "../api/speech.js";
-import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
+import { AuthenticationError, type Clients, PermissionError } from "../api/index.js";
+import { redactDeep } from "../api/redact.js";
 import { CallbackListener } from "../engine/callbacks.js";
 import { Journal } from "../engine/journal.js";
 import { LocalLedger } from "../engine/ledger.js";
 import { ServiceGate, type ServiceLimits } from "../engine/limiter.js";
 import { acquireLock, type Lock, LockHeldError } from "../engine/lock.js";
-import { InlineStager, MaterialError, type MaterialStager, S3Stager } from "../engine/staging.js";
-import {
-  applyRecord,
-  initialState,
-  type JobState,
-  openAttempt,
-  type RunRecord,
-  type RunState,
-} from "../engine/state.js";
+import { SpeechPricer } from "../engine/pricing.js";
+import { InlineStager, type MaterialStager, S3Stager } from "../engine/staging.js";
+import { applyRecord, initialState, type JobState, type RunRecord, type RunState } from "../engine/state.js";
 import { DEFAULT_TRACK_OPTIONS, SpeechPoller, type TrackOptions, VideoPoller } from "../engine/tracker.js";
-import { headCapture, MediaCheckError, verifyHead, verifyMedia } from "../engine/verify.js";
-import type { Job, Problem, SpeechJob, VideoJob } from "../manifest/index.js";
-import { peekManifest } from "../manifest/name.js";
+import type { Job, Problem } from "../manifest/index.js";
+import { outputKey } from "../manifest/outputs.js";
 import { LocalSink } from "../sinks/local.js";
 import { createS3Client, parseS3Uri, type S3ClientOptions, type S3Location, S3Sink } from "../sinks/s3.js";
-import type { Sink } from "../sinks/sink.js";
+import { OutputError, type Sink } from "../sinks/sink.js";
+import { admit, type BudgetRow } from "./admit.js";
+import { errorInfo, JobRunner, type VoiceRef, voiceHash } from "./jobs.js";
+import { checkOwner, type LocatedRun, locateRun } from "./locate.js";
 import { type PlanResult, plan } from "./plan.js";
 import { buildReport, type Report, writeReports } from "./report.js";
+
+export type { BudgetRow } from "./admit.js";
+export { idempotencyKey, videoCost } from "./jobs.js";
+export { defaultStatePath } from "./locate.js";
+export { outputKey };
 
 export interface RunOptions {
   manifest: string;
   cwd?: string;
   clients: Clients;
+  /** The run, located already by the caller (the CLI needs its state folder before connecting). */
+  located?: LocatedRun;
   /** Output folder or s3://bucket/prefix overriding the manifest's `output`; a folder is relative to cwd. */
   output?: string;
   /** Where local materials are staged for the services to fetch (s3://...); default: beside an S3 output. */
@@ -56,6 +49,10 @@ export interface RunOptions {
   s3?: S3ClientOptions;
   /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
   statePath?: string;
+  /** Take the run's lock even when another process seems to hold it (`--break-lock`). */
+  breakLock?: boolean;
+  /** The lock's lease and heartbeat (defaults: 30 s and 5 s); tests use short ones. */
+  lease?: { leaseMs: number; heartbeatMs: number };
   maxPoints?: number;
   /** Job ids (or row ids, or id prefixes like `shot/s02`) to work on; the rest are left as they are. */
   only?: string[];
@@ -63,6 +60,8 @@ export interface RunOptions {
   fresh?: boolean;
   /** Attempts per job in one run, the first included. */
   maxAttempts?: number;
+  /** Per-result download limit in bytes, instead of the one derived from each job (`--max-result-mb`). */
+  maxResultBytes?: number;
   limits?: { video: ServiceLimits; speech: ServiceLimits };
   track?: Partial<TrackOptions>;
   /**
@@ -90,13 +89,8 @@ export interface Progress {
   etaSeconds?: number;
 }
 
-export interface BudgetRow {
-  what: string;
-  points: number;
-}
-
 export interface RunOutcome {
-  exitCode: 0 | 1 | 2 | 3 | 4 | 5;
+  exitCode: 0 | 1 | 2 | 3 | 4 | 5 | 6;
   message?: string;
   errors?: Problem[];
   warnings?: Problem[];
@@ -113,30 +107,8 @@ export const DEFAULT_LIMITS = {
   speech: { rps: 10, inFlight: 32 },
 } as const satisfies { video: ServiceLimits; speech: ServiceLimits };
 
-const MAX_CREATE_BODY = 72 * 1024 * 1024;
 /** After an interrupt, how long jobs get to reach a clean stop before the run saves and leaves. */
 const ABORT_GRACE_MS = 1500;
-
-/** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
-export function idempotencyKey(
-  name: string,
-  epoch: number,
-  jobId: string,
-  fingerprint: string,
-  attempt: number,
-): string {
-  const digest = createHash("sha256")
-    .update(`${name}\n${epoch}\n${jobId}\n${fingerprint}\n${attempt}`)
-    .digest("hex");
-  return `clapper-${digest.slice(0, 48)}`;
-}
-
-/** Where a job's result goes inside the run's output. */
-export function outputKey(job: Job): string {
-  if (job.kind === "video")
-    return `shots/${job.rowId}${job.take !== undefined ? `-take-${job.take}` : ""}.mp4`;
-  return `lines/${job.rowId}.wav`;
-}
 
 function matchesOnly(job: Job, only: readonly string[]): boolean {
   return only.some(
@@ -148,30 +120,71 @@ function matchesOnly(job: Job, only: readonly string[]): boolean {
   );
 }
 
-function errorInfo(error: unknown): { code: string; message: string } {
-  if (error instanceof ClapperApiError)
-    return { code: String(error.code ?? error.name), message: error.message };
-  return { code: (error as Error).name ?? "Error", message: (error as Error).message ?? String(error) };
-}
-
 export async function run(options: RunOptions): Promise<RunOutcome> {
   const cwd = options.cwd ?? process.cwd();
-  let log = options.logger;
   const signal = options.signal ?? new AbortController().signal;
 
-  // The lock comes first: a second run on the same state must stop before it talks to anyone.
-  const peek = await peekManifest(options.manifest, cwd);
-  const statePath = options.statePath
-    ? resolve(cwd, options.statePath)
-    : defaultStatePath(peek.dir, peek.name);
-  await mkdir(dirname(statePath), { recursive: true });
+  // ---- the run's manifest and state, offline: nothing is built from the name before it is checked ----
+  let located = options.located;
+  if (!located) {
+    const found = await locateRun({
+      manifest: options.manifest,
+      cwd,
+      ...(options.statePath ? { state: options.statePath } : {}),
+    });
+    if (!found.ok) return { exitCode: 2, errors: found.errors, warnings: found.warnings };
+    located = found.run;
+  }
+  const { statePath, manifest } = located;
+  const only = options.only;
+  if (only) {
+    const unknown = only.filter((o) => !located.loaded.jobs.some((job) => matchesOnly(job, [o])));
+    if (unknown.length > 0 || only.length === 0) {
+      return {
+        exitCode: 2,
+        message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
+        warnings: located.loaded.warnings,
+      };
+    }
+  }
+  let sink: Sink;
+  let stager: MaterialStager;
+  try {
+    ({ sink, stager } = outputs(options, manifest, cwd));
+  } catch (error) {
+    return { exitCode: 2, message: (error as Error).message };
+  }
+  try {
+    await mkdir(dirname(statePath), { recursive: true });
+  } catch (error) {
+    return {
+      exitCode: 2,
+      message: `cannot create the state folder ${dirname(statePath)}: ${errorInfo(error).message}`,
+    };
+  }
+
+  // ---- the lock: a second run on the same state stops before it talks to anyone ----
+  // Losing it mid-run (this process stalled past the lease, or --break-lock elsewhere) stops the run
+  // at once: another process now writes this state.
+  const lockLost = new AbortController();
   let lock: Lock;
   try {
-    lock = await acquireLock(`${statePath}.lock`);
+    lock = await acquireLock(`${statePath}.lock`, {
+      breakLock: options.breakLock === true,
+      ...options.lease,
+      onLost: (error) => lockLost.abort(error),
+      onRefreshError: (error) =>
+        options.logger.warn(
+          { event: "lock-refresh-failed", error: errorInfo(error) },
+          "could not refresh the run's lock",
+        ),
+    });
   } catch (error) {
     if (error instanceof LockHeldError) return { exitCode: 5, message: error.message, statePath };
     throw error;
   }
+  if (lock.replaced) options.logger.warn({ event: "lock-replaced" }, lock.replaced.message);
+  const lockedAt = new Date();
   /** Ends the run before its state was opened: the lock is all there is to give back. */
   const early = async (outcome: RunOutcome): Promise<RunOutcome> => {
     await lock.release();
@@ -180,7 +193,13 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
 
   let planned: PlanResult;
   try {
-    planned = await plan({ manifest: options.manifest, cwd, clients: options.clients, signal });
+    planned = await plan({
+      manifest: options.manifest,
+      cwd,
+      clients: options.clients,
+      signal,
+      loaded: located.loaded,
+    });
   } catch (error) {
     // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
     if (signal.aborted) return early({ exitCode: 4, message: "interrupted before anything was submitted" });
@@ -191,29 +210,24 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     await lock.release();
     throw error;
   }
-  if (planned.errors.length > 0 || !planned.manifest) {
+  if (planned.errors.length > 0) {
     return early({ exitCode: 2, errors: planned.errors, warnings: planned.warnings });
   }
-  const manifest = planned.manifest;
-  const only = options.only;
-  if (only) {
-    const unknown = only.filter((o) => !planned.jobs.some((job) => matchesOnly(job, [o])));
-    if (unknown.length > 0 || only.length === 0) {
-      return early({
-        exitCode: 2,
-        message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
-        warnings: planned.warnings,
-      });
-    }
-  }
-  let sink: Sink;
-  let stager: MaterialStager;
+  // Before anything is paid for: a result that cannot be stored would be paid for and lost.
   try {
-    ({ sink, stager } = outputs(options, manifest, cwd));
+    await sink.probe();
   } catch (error) {
-    return early({ exitCode: 2, message: (error as Error).message });
+    if (!(error instanceof OutputError)) {
+      await lock.release();
+      throw error;
+    }
+    return early({
+      exitCode: error.unreachable ? 6 : 2,
+      message: `${error.message}; nothing was submitted`,
+      warnings: planned.warnings,
+    });
   }
-  const journalOptions = { path: statePath, initial: initialState, apply: applyRecord };
+
   let journal: Journal<RunState, RunRecord> | undefined;
   const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
   const stopController = new AbortController();
@@ -221,166 +235,132 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   setMaxListeners(0, stopController.signal);
   const onAbort = () => stopController.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
+  const onLockLost = () => {
+    options.logger.error(
+      { event: "lock-lost", error: errorInfo(lockLost.signal.reason) },
+      "the run's lock was lost; stopping",
+    );
+    stopController.abort(lockLost.signal.reason);
+  };
+  lockLost.signal.addEventListener("abort", onLockLost, { once: true });
   const track = { ...DEFAULT_TRACK_OPTIONS, ...options.track };
   // With callbacks, a video task is looked at only now and then: the callbacks bring the news.
   const videoTrack = options.callback ? { ...track, minIntervalMs: track.minIntervalMs * 10 } : track;
-  const video = new VideoPoller(options.clients.video, videoTrack, stopController.signal);
+  let log = options.logger;
+  const trouble = (taskId: string, error: unknown, failures: number) =>
+    log.warn(
+      { event: "poll-failed", task_id: taskId, failures, error: errorInfo(error) },
+      "a look at a task failed; trying again",
+    );
+  const video = new VideoPoller(options.clients.video, videoTrack, stopController.signal, trouble);
   const listener = options.callback
     ? new CallbackListener({ ...options.callback.listen, onTask: (task) => video.offer(task) })
     : undefined;
-  const speech = new SpeechPoller(options.clients.speech, track, stopController.signal);
+  const speech = new SpeechPoller(options.clients.speech, track, stopController.signal, trouble);
   try {
     if (listener) {
       const { port } = await listener.start();
       log.info({ event: "callbacks", url: options.callback?.url, port }, "listening for video callbacks");
     }
-    journal = await Journal.open<RunState, RunRecord>(journalOptions);
-    if (options.fresh) {
-      const epoch = journal.state.epoch + 1;
-      await journal.close();
-      await rename(statePath, `${statePath}.before-fresh`).catch(() => undefined);
-      journal = await Journal.open<RunState, RunRecord>(journalOptions);
-      await journal.append(
-        {
-          t: "run",
-          id: randomUUID(),
-          name: manifest.name,
-          manifest: manifest.display,
-          started_at: new Date().toISOString(),
-          epoch,
-        },
-        { durable: true },
-      );
-    }
+    journal = await Journal.open<RunState, RunRecord>({
+      path: statePath,
+      initial: initialState,
+      apply: applyRecord,
+      // Records quote the services (error messages): whatever they echo, no secret reaches the disk.
+      sanitize: redactDeep,
+    });
     const j = journal;
     const state = () => j.state;
-    await j.append({
-      t: "run",
-      id: randomUUID(),
-      name: manifest.name,
-      manifest: manifest.display,
-      started_at: new Date().toISOString(),
-    });
-    // Every event of this run carries the run's name and id, so interleaved runs stay apart.
-    log = options.logger.child({ run: manifest.name, run_id: state().run?.id });
-    for (const job of planned.jobs) {
-      await j.append({
-        t: "job",
-        id: job.id,
-        kind: job.kind,
-        fingerprint: job.fingerprint,
-        estimate: job.points ?? 0,
-      });
-    }
+    const ownership = checkOwner(state(), located);
+    if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
+    if (ownership.warning) log.warn({ event: "state-adopted" }, ownership.warning);
 
-    // ---- what is there to do ----
-    const maxAttempts = options.maxAttempts ?? 2;
-    const work: Job[] = [];
-    let newCost = 0;
+    // ---- admission: decided on a copy; the journal is written only once the run is admitted ----
+    const campaignOpen = state().run !== undefined && state().run?.finished_at === undefined;
+    // A --fresh that did not finish is resumed by the next one, never restarted.
+    const applyFresh = options.fresh === true && !(campaignOpen && state().run?.fresh === true);
+    const opening: RunRecord[] = [
+      {
+        t: "run",
+        id: randomUUID(),
+        name: manifest.name,
+        manifest: manifest.display,
+        started_at: new Date().toISOString(),
+        manifest_path: located.realPath,
+        ...(applyFresh ? { fresh: true, epoch: randomUUID() } : {}),
+      },
+      ...planned.jobs.map(
+        (job): RunRecord => ({
+          t: "job",
+          id: job.id,
+          kind: job.kind,
+          fingerprint: job.fingerprint,
+          estimate: job.points ?? 0,
+        }),
+      ),
+    ];
+    const selected = (job: Job) => !only || matchesOnly(job, only);
     // What the store holds, asked for every job at once (a HEAD each on S3), 32 at a time.
     const looking = pLimit(32);
     const stored = await Promise.all(
-      planned.jobs.map((job) =>
-        only && !matchesOnly(job, only) ? undefined : looking(() => sink.stat(outputKey(job))),
-      ),
+      planned.jobs.map((job) => (selected(job) ? looking(() => sink.stat(outputKey(job))) : undefined)),
     );
-    for (const [index, job] of planned.jobs.entries()) {
-      if (only && !matchesOnly(job, only)) continue;
-      const st = state().jobs[job.id] as JobState;
-      const found = stored[index];
-      // The store is the truth where it can say what it holds (S3 metadata): an object made for
-      // this very request is reused even when this machine's state never saw it.
-      const meta = found?.metadata;
-      if (
-        found &&
-        meta?.fingerprint === job.fingerprint &&
-        meta.sha256 &&
-        st.output?.fingerprint !== job.fingerprint
-      ) {
-        await j.append({
-          t: "stored",
-          id: job.id,
-          output: {
-            uri: sink.uri(outputKey(job)),
-            bytes: found.bytes,
-            sha256: meta.sha256,
-            fingerprint: job.fingerprint,
-          },
-        });
-        await j.append({ t: "skip", id: job.id });
-        log.info(
-          { job: job.id, event: "skipped", uri: sink.uri(outputKey(job)) },
-          "unchanged: the store holds this result",
-        );
-        continue;
-      }
-      if (st.status === "stored" && st.output?.fingerprint === job.fingerprint) {
-        const same =
-          found &&
-          found.bytes === st.output.bytes &&
-          (meta?.fingerprint ?? job.fingerprint) === job.fingerprint;
-        if (same) {
-          const earlier = !st.attempts.some((a) => a.campaign === state().campaign);
-          if (earlier && !st.skipped) {
-            await j.append({ t: "skip", id: job.id });
-            log.info(
-              { job: job.id, event: "skipped", uri: st.output.uri },
-              "unchanged: reusing the stored result",
-            );
-          }
-          continue;
-        }
-        log.info({ job: job.id, event: "output-missing" }, "stored output is gone; producing it again");
-      }
-      if ((st.status === "failed" || st.status === "cancelled") && !options.retryFailed) continue;
-      work.push(job);
-      // A job being collected was paid for already; an open attempt holds its reservation.
-      if (!openAttempt(st) && st.status !== "collecting") newCost += job.points ?? 0;
-    }
-
-    // ---- budget ----
-    // A resumed run is the same run: what an earlier process of it spent counts against the
-    // budget, and the attempts it left open keep their reservations (the service holds them too).
-    let spentBefore = 0;
-    let openReserved = 0;
-    for (const st of Object.values(state().jobs)) {
-      for (const a of st.attempts) {
-        if (a.spent === undefined) openReserved += a.reserved;
-        else if (a.campaign === state().campaign) spentBefore += a.spent;
-      }
-    }
     const available = planned.balance?.available_points ?? 0;
-    await j.append({ t: "balance", available });
     const maxPoints = options.maxPoints ?? manifest.maxPoints;
-    const cap = Math.min(
-      maxPoints === undefined ? Number.POSITIVE_INFINITY : Math.max(0, maxPoints - spentBefore),
-      available + openReserved,
-    );
-    if (newCost + openReserved > cap) {
-      const table: BudgetRow[] = [{ what: `estimated cost of ${work.length} job(s) to do`, points: newCost }];
-      if (openReserved > 0) table.push({ what: "reserved by tasks still running", points: openReserved });
-      table.push({ what: "available points (service balance)", points: available });
-      if (maxPoints !== undefined) table.push({ what: "budget (max_points)", points: maxPoints });
-      if (maxPoints !== undefined && spentBefore > 0)
-        table.push({ what: "already spent in this run", points: spentBefore });
-      table.push({ what: "short by", points: newCost + openReserved - cap });
+    const admission = admit({
+      state: state(),
+      opening,
+      jobs: planned.jobs,
+      stored,
+      selected,
+      retryFailed: options.retryFailed === true,
+      maxPoints,
+      available,
+      uri: (key) => sink.uri(key),
+    });
+    if (admission.refused) {
       return {
         exitCode: 3,
-        budget: table,
+        budget: admission.refused,
         warnings: planned.warnings,
         statePath,
         message: "the budget or the balance is too small: nothing was submitted",
       };
     }
-    const ledger = new LocalLedger(cap, openReserved);
+    if (applyFresh) await keepCopy(statePath);
+    for (const r of admission.records) void j.append(r);
+    await j.append({ t: "balance", available }, { durable: true });
+    // Every event of this run carries the run's name and id, so interleaved runs stay apart.
+    log = options.logger.child({ run: manifest.name, run_id: state().run?.id });
+    for (const { job, uri, skipped } of admission.found) {
+      log.info(
+        { job: job.id, event: skipped ? "skipped" : "stored", uri },
+        skipped ? "unchanged: the store holds this result" : "the store holds the result this run paid for",
+      );
+    }
+    const work = admission.work;
+    const ledger = new LocalLedger(admission.cap, admission.openReserved);
 
-    // ---- pre-flight: skills and voices ----
+    // ---- pre-flight: skills, voices, what dead writers left in the store ----
     const skillIds = await syncSkills(options.clients, j, planned.jobs, manifest.skills, signal);
     const voiceRefs = await prepareVoices(options.clients, j, planned.jobs, signal, log);
+    if (sink.cleanup) {
+      // Only uploads begun before this process held the lock: no live writer of this run owns them.
+      const cleaned = await sink.cleanup(lockedAt).catch((error: unknown) => {
+        log.warn(
+          { event: "cleanup-failed", error: errorInfo(error) },
+          "could not clean up abandoned uploads",
+        );
+        return { aborted: 0 };
+      });
+      if (cleaned.aborted > 0)
+        log.info(
+          { event: "uploads-aborted", count: cleaned.aborted },
+          "aborted uploads left by a stopped run",
+        );
+    }
 
     // ---- run the jobs ----
-    let stopSubmitting: string | undefined;
-    let collectionPending: string | undefined;
     const started = Date.now();
     // Counts kept up to date job by job: a progress report costs O(1), not a pass over every job.
     const counts: Progress["counts"] = {
@@ -424,272 +404,32 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     };
     progress();
 
-    /**
-     * A result that is broken (its headers say it is not what was asked) fails the job. Anything
-     * else, the download or the sink failing, leaves the job paid for and waiting to be collected:
-     * the next run fetches it again through its task, nothing is created twice.
-     */
-    const collectFailed = async (job: Job, error: unknown): Promise<void> => {
-      if (error instanceof MediaCheckError) {
-        await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
-        log.error({ job: job.id, event: "failed", error: errorInfo(error) }, "the result is not usable");
-        return;
-      }
-      collectionPending ??= `some results could not be stored (${errorInfo(error).message}); run again to collect them`;
-      log.warn(
-        { job: job.id, event: "collect-failed", error: errorInfo(error) },
-        "the result could not be stored; the next run collects it",
-      );
-    };
-
-    const runJob = async (job: Job): Promise<void> => {
-      const st = () => state().jobs[job.id] as JobState;
-      for (;;) {
-        if (stopController.signal.aborted) return;
-        // Paid for and not yet stored (a kill during the download): fetch it again, never re-create.
-        const paid = st().status === "collecting" ? st().attempts.at(-1) : undefined;
-        if (paid?.taskId) {
-          try {
-            const call = { signal: stopController.signal };
-            const task =
-              job.kind === "video"
-                ? await options.clients.video.getTask(paid.taskId, call)
-                : await options.clients.speech.getTask(paid.taskId, call);
-            await collect(job, task, paid.n);
-          } catch (error) {
-            if (stopController.signal.aborted) return;
-            await collectFailed(job, error);
-          }
-          progress(job);
-          return;
-        }
-        let attempt = openAttempt(st());
-        if (!attempt) {
-          if (stopSubmitting) return;
-          const done = st().attempts.filter((a) => a.campaign === state().campaign).length;
-          if (done >= maxAttempts) return;
-          const estimate = job.points ?? 0;
-          if (!(await ledger.tryReserve(estimate))) {
-            stopSubmitting ??= "the run's points cap was reached";
-            return;
-          }
-          const n = st().attempts.length + 1;
-          const key = idempotencyKey(manifest.name, state().epoch, job.id, job.fingerprint, n);
-          // Write-ahead: the intent is on disk before the request can reach the service.
-          await j.append({ t: "intent", id: job.id, n, key, reserved: estimate }, { durable: true });
-          log.info({ job: job.id, event: "submitting", attempt: n, reserved: estimate }, "creating the task");
-          attempt = openAttempt(st());
-          if (!attempt) return;
-        }
-        const n = attempt.n;
-        if (!attempt.taskId) {
-          if (stopSubmitting) return;
-          let taskId: string;
-          try {
-            taskId = await createTask(
-              options.clients,
-              stager,
-              options.callback && listener ? { url: options.callback.url, token: listener.token } : undefined,
-              job,
-              attempt.key,
-              skillIds,
-              voiceRefs,
-              stopController.signal,
-            );
-          } catch (error) {
-            if (stopController.signal.aborted) return;
-            if (error instanceof InsufficientPointsError) {
-              stopSubmitting ??= `the service refused for insufficient points: ${error.message}`;
-              await settle(job, n, attempt.reserved, 0, errorInfo(error));
-              log.warn({ job: job.id, event: "insufficient-points" }, error.message);
-              return;
-            }
-            if (
-              error instanceof ValidationError ||
-              error instanceof MaterialError ||
-              (error instanceof ClapperApiError &&
-                error.status !== undefined &&
-                error.status < 500 &&
-                !(error instanceof RateLimitError))
-            ) {
-              await settle(job, n, attempt.reserved, 0, errorInfo(error));
-              await j.append({ t: "failed", id: job.id, error: errorInfo(error) });
-              log.error(
-                { job: job.id, event: "refused", error: errorInfo(error) },
-                "the service refused the create",
-              );
-              progress(job);
-              return;
-            }
-            // Unknown outcome (connection lost, 5xx after retries): keep the intent; the next run re-sends it.
-            log.warn(
-              { job: job.id, event: "create-unknown", error: errorInfo(error) },
-              "create outcome unknown; will resume",
-            );
-            return;
-          }
-          await j.append({ t: "created", id: job.id, n, task_id: taskId }, { durable: true });
-          log.info({ job: job.id, event: "created", task_id: taskId, attempt: n }, "task created");
-          progress(job);
-        }
-        const taskId = st().attempts.find((a) => a.n === n)?.taskId as string;
-
-        let final: VideoTask | SpeechTask;
-        try {
-          final = await follow(job, taskId, n);
-        } catch (error) {
-          if (stopController.signal.aborted) return;
-          if (error instanceof NotFoundError) {
-            // Never recreated silently: it may have run and been paid for.
-            await settle(job, n, attempt.reserved, 0, {
-              code: "task_not_found",
-              message: `task ${taskId} is not known to the service any more`,
-            });
-            await j.append({
-              t: "failed",
-              id: job.id,
-              error: {
-                code: "task_not_found",
-                message: `task ${taskId} is not known to the service any more; run with --retry-failed to create a new one`,
-              },
-            });
-            progress(job);
-            return;
-          }
-          log.warn(
-            { job: job.id, event: "track-error", error: errorInfo(error) },
-            "could not follow the task; will resume",
-          );
-          return;
-        }
-
-        if (final.status === "succeeded") {
-          const spent =
-            job.kind === "video" ? videoCost(job, final as VideoTask) : (final as SpeechTask).point_cost;
-          await settle(job, n, attempt.reserved, spent);
-          try {
-            await collect(job, final, n);
-          } catch (error) {
-            if (stopController.signal.aborted) return;
-            await collectFailed(job, error);
-          }
-          progress(job);
-          return;
-        }
-        if (final.status === "cancelled") {
-          await settle(job, n, attempt.reserved, 0, {
-            code: "cancelled",
-            message: `task ${taskId} was cancelled`,
-          });
-          await j.append({ t: "cancelled", id: job.id });
-          log.warn({ job: job.id, event: "cancelled", task_id: taskId }, "task cancelled");
-          progress(job);
-          return;
-        }
-        const error =
-          job.kind === "video"
-            ? {
-                code: String((final as VideoTask).error?.code ?? "task_failed"),
-                message: String((final as VideoTask).error?.message ?? "the task failed"),
-              }
-            : { code: "task_failed", message: (final as SpeechTask).error_message || "the task failed" };
-        await settle(job, n, attempt.reserved, 0, error);
-        log.warn({ job: job.id, event: "task-failed", attempt: n, error }, "task failed");
-        const tried = st().attempts.filter((a) => a.campaign === state().campaign).length;
-        if (tried >= maxAttempts || stopSubmitting) {
-          await j.append({ t: "failed", id: job.id, error });
-          log.error({ job: job.id, event: "failed", attempts: tried, error }, "job failed");
-          progress(job);
-          return;
-        }
-      }
-    };
-
-    const settle = async (
-      job: Job,
-      n: number,
-      reserved: number,
-      spent: number,
-      error?: { code: string; message: string },
-    ) => {
-      await j.append({ t: "settled", id: job.id, n, spent, ...(error ? { error } : {}) }, { durable: true });
-      await ledger.settle(reserved, spent);
-    };
-
-    const follow = (job: Job, taskId: string, n: number): Promise<VideoTask | SpeechTask> => {
-      let last: string | undefined;
-      const onUpdate = (task: VideoTask | SpeechTask) => {
-        if (task.status !== last) {
-          last = task.status;
-          void j.append({ t: "task", id: job.id, n, status: task.status });
-          log.info({ job: job.id, event: "status", task_id: taskId, status: task.status }, "task status");
-          progress(job);
-        }
-      };
-      const createdAt = Math.floor(Date.now() / 1000);
-      return job.kind === "video"
-        ? video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void)
-        : speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
-    };
-
-    const collect = async (job: Job, task: VideoTask | SpeechTask, n: number): Promise<void> => {
-      const key = outputKey(job);
-      const taskId = job.kind === "video" ? (task as VideoTask).id : (task as SpeechTask).task_id;
-      let url = job.kind === "video" ? (task as VideoTask).content?.url : (task as SpeechTask).output_url;
-      for (let tries = 1; ; tries++) {
-        if (!url) url = await freshUrl(options.clients, job, taskId);
-        try {
-          const res = await options.clients.http.download(url, {
-            signal: stopController.signal,
-            what: `download ${job.id}`,
-          });
-          // The headers are checked from the first bytes as they stream by: no second read.
-          const capture = headCapture();
-          res.body.on("error", (error) => capture.stream.destroy(error));
-          const expected = job.kind === "video" ? job.duration : undefined;
-          const written = await sink.write(key, res.body.pipe(capture.stream), {
-            ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
-            contentType: job.kind === "video" ? "video/mp4" : "audio/wav",
-            metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
-            signal: stopController.signal,
-            check: async (localPath) => {
-              const seconds = await verifyHead(capture.head(), job.kind, expected);
-              // A movie header at the end of the file is read from the file itself.
-              if (seconds === undefined && localPath) await verifyMedia(localPath, job.kind, expected);
-            },
-          });
-          await j.append(
-            {
-              t: "stored",
-              id: job.id,
-              output: {
-                uri: written.uri,
-                bytes: written.bytes,
-                sha256: written.sha256,
-                fingerprint: job.fingerprint,
-              },
-            },
-            { durable: true },
-          );
-          log.info(
-            { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
-            "result stored",
-          );
-          return;
-        } catch (error) {
-          if (stopController.signal.aborted || tries >= 3) throw error;
-          // An expired or refused URL is fetched again through the task; a broken file is downloaded again.
-          const expired =
-            error instanceof ClapperApiError &&
-            (error.status === 403 || error.status === 404 || error.status === 410);
-          if (expired || error instanceof MediaCheckError) url = undefined;
-          log.warn(
-            { job: job.id, event: "download-retry", error: errorInfo(error) },
-            "download failed; trying again",
-          );
-        }
-      }
-    };
+    const price = planned.speechPrice.value;
+    const runner = new JobRunner({
+      clients: options.clients,
+      sink,
+      stager,
+      journal: j,
+      ledger,
+      pricer: new SpeechPricer(
+        (s) => options.clients.speech.pricing(s ? { signal: s } : {}),
+        price !== null ? { perTen: price, version: 0 } : undefined,
+      ),
+      exactSpeechPricing: maxPoints !== undefined,
+      video,
+      speech,
+      ...(options.callback && listener
+        ? { callback: { url: options.callback.url, token: listener.token } }
+        : {}),
+      name: manifest.name,
+      maxAttempts: options.maxAttempts ?? 2,
+      ...(options.maxResultBytes !== undefined ? { maxResultBytes: options.maxResultBytes } : {}),
+      skillIds,
+      voiceRefs,
+      signal: stopController.signal,
+      log,
+      progress,
+    });
 
     // Video and speech each run under their own in-flight limit; all jobs start together.
     let running = work.length;
@@ -697,7 +437,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       work.map((job) => {
         const limiter = job.kind === "video" ? gate.video : gate.speech;
         return limiter
-          .tasks(() => runJob(job))
+          .tasks(() => runner.run(job))
           .catch((error) => {
             log.error({ job: job.id, event: "job-error", error: errorInfo(error) }, "unexpected error");
           })
@@ -721,34 +461,47 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       log.warn({ event: "interrupted", waiting: running }, "leaving jobs still queued for a request");
     }
 
+    // Another process holds the state now: nothing more is written to it, or to the reports.
+    if (lockLost.signal.aborted) {
+      return {
+        exitCode: 5,
+        message: `${(lockLost.signal.reason as Error).message}; this run stopped`,
+        statePath,
+      };
+    }
+
     // ---- report ----
     const interrupted = signal.aborted;
+    const notes = [runner.stopped, runner.collectionPending, runner.unfinished].filter(
+      (n): n is string => n !== undefined,
+    );
     // With --only, the run is about the jobs it was asked to do; the others are listed as they stand.
-    const selected = only
-      ? planned.jobs.filter((job) => matchesOnly(job, only)).map((job) => job.id)
-      : undefined;
+    const chosen = only ? planned.jobs.filter(selected).map((job) => job.id) : undefined;
     const report = buildReport({
       state: state(),
       jobs: planned.jobs,
       manifest: manifest.display,
       name: manifest.name,
       interrupted,
-      ...(selected ? { selected } : {}),
+      ...(chosen ? { selected: chosen } : {}),
       balanceAfter: interrupted
         ? undefined
         : (await options.clients.video.pointsSummary().catch(() => undefined))?.available_points,
-      ...(stopSubmitting || collectionPending
-        ? { note: [stopSubmitting, collectionPending].filter(Boolean).join("; ") }
-        : {}),
+      ...(notes.length > 0 ? { note: notes.join("; ") } : {}),
     });
     let reportUris: string[] | undefined;
-    let reportFailed: string | undefined;
     try {
       reportUris = await writeReports(sink, report, options.env ?? process.env);
     } catch (error) {
       // The outcome still reaches the caller and the journal; the reports can be written again.
-      reportFailed = `the reports could not be written to ${sink.uri("reports")}: ${errorInfo(error).message}; the state is saved: run again (or clapper report) to write them`;
+      notes.push(
+        `the reports could not be written to ${sink.uri("reports")}: ${errorInfo(error).message}; the state is saved: run again (or clapper report) to write them`,
+      );
       log.error({ event: "report-failed", error: errorInfo(error) }, "the reports could not be written");
+    }
+    if (sink.cleanup && !interrupted) {
+      // Uploads this run could not abort when they failed (the store was unreachable then).
+      await sink.cleanup(new Date()).catch(() => undefined);
     }
     if (!interrupted)
       await j.append(
@@ -759,8 +512,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         },
         { durable: true },
       );
-    const exitCode = interrupted ? 4 : report.run.status === "succeeded" && !reportFailed ? 0 : 1;
-    const notes = [stopSubmitting, collectionPending, reportFailed].filter(Boolean);
+    const exitCode = interrupted ? 4 : report.run.status === "succeeded" && reportUris ? 0 : 1;
     return {
       exitCode,
       report,
@@ -777,6 +529,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     throw error;
   } finally {
     signal.removeEventListener("abort", onAbort);
+    lockLost.signal.removeEventListener("abort", onLockLost);
     stopController.abort();
     await listener?.close();
     if (!options.gate) await gate.stop();
@@ -785,39 +538,15 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   }
 }
 
-/** What a succeeded video actually cost: the base price when an upscale fell back to 768P. */
-export function videoCost(job: VideoJob, task: VideoTask): number {
-  const fellBack = UPSCALE_TIERS.includes(job.tier) && task.resolution === "768P";
-  return fellBack ? basePoints(job.duration) : (job.points ?? 0);
-}
-
 /**
- * The create body with every material at an address the service can fetch: staged in S3 and
- * presigned, or inline as a Data URL (then the 72 MiB body limit is checked before sending).
+ * Before `--fresh` changes the state, a copy of it as it was, timestamped: every earlier state is
+ * kept (the journal also keeps every attempt, so nothing a task cost is forgotten).
  */
-async function videoBody(
-  job: VideoJob,
-  skillIds: Map<string, string>,
-  stager: MaterialStager,
-  signal: AbortSignal,
-) {
-  const content = [...job.request.content];
-  let inline = 0;
-  for (const { contentIndex, ref } of job.materials) {
-    const item = content[contentIndex];
-    if (!item || item.type === "text") continue;
-    const url = await stager.url(ref, signal);
-    if (url.startsWith("data:")) inline += url.length;
-    const field = item.type;
-    content[contentIndex] = { ...item, [field]: { url } } as typeof item;
-  }
-  if (inline > MAX_CREATE_BODY - 64 * 1024) {
-    throw new MaterialError(
-      `${job.id}: the materials make the request ${Math.ceil(inline / 1024 / 1024)} MiB as Data URLs, over the service's 72 MiB body limit; configure S3 (--output s3://... or --staging s3://...) so they can be staged`,
-    );
-  }
-  const skillId = job.skill ? (skillIds.get(job.skill.name) ?? job.skill.name) : undefined;
-  return { ...job.request, content, ...(skillId ? { skill_id: skillId } : {}) };
+async function keepCopy(statePath: string): Promise<void> {
+  const info = await stat(statePath).catch(() => undefined);
+  if (!info || info.size === 0) return;
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  await copyFile(statePath, `${statePath}.before-fresh-${stamp}`);
 }
 
 /** The run's output (a folder or S3) and where its local materials are staged. */
@@ -845,69 +574,6 @@ function isS3(value: string | undefined): value is string {
 
 function withName(location: S3Location, name: string): S3Location {
   return { bucket: location.bucket, prefix: location.prefix ? `${location.prefix}/${name}` : name };
-}
-
-function speechBody(
-  job: SpeechJob,
-  voices: Map<string, { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }>,
-) {
-  const voice =
-    job.voice.source === "file"
-      ? voices.get(voiceHash(job))
-      : { source: job.voice.source, voice_id: job.voice.voiceId };
-  if (!voice) throw new MaterialError(`${job.id}: the reference voice was not uploaded`);
-  // save_voice_as made the custom voice before the run: the task uses it and saves nothing more.
-  const {
-    save_voice: _save,
-    voice_name: _name,
-    ...request
-  } = job.request as typeof job.request & {
-    save_voice?: boolean;
-    voice_name?: string;
-  };
-  return { ...request, voice };
-}
-
-async function createTask(
-  clients: Clients,
-  stager: MaterialStager,
-  callback: { url: string; token: string } | undefined,
-  job: Job,
-  key: string,
-  skillIds: Map<string, string>,
-  voices: Map<string, { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }>,
-  signal: AbortSignal,
-): Promise<string> {
-  if (job.kind === "video") {
-    const body = await videoBody(job, skillIds, stager, signal);
-    const hooks = callback ? { callback_url: callback.url, callback_token: callback.token } : {};
-    return clients.video.createTask({ ...body, ...hooks } as never, {
-      idempotencyKey: key,
-      signal,
-    });
-  }
-  return clients.speech.createTask(speechBody(job, voices) as never, { idempotencyKey: key, signal });
-}
-
-async function freshUrl(clients: Clients, job: Job, taskId: string): Promise<string> {
-  if (job.kind === "video") {
-    const task = await clients.video.getTask(taskId);
-    if (!task.content?.url)
-      throw new MediaCheckError(`task ${taskId} has no result URL (status ${task.status})`);
-    return task.content.url;
-  }
-  const task = await clients.speech.getTask(taskId);
-  if (!task.output_url)
-    throw new MediaCheckError(
-      `task ${taskId} has no result URL (status ${task.status}); results are kept 7 days`,
-    );
-  return task.output_url;
-}
-
-function voiceHash(job: SpeechJob): string {
-  return job.voice.source === "file"
-    ? `${job.voice.sha256}${job.voice.saveAs ? `:${job.voice.saveAs}` : ""}`
-    : "";
 }
 
 /** Manifest skills become custom skills by name before the run (created or updated once). */
@@ -954,12 +620,9 @@ async function prepareVoices(
   jobs: readonly Job[],
   signal: AbortSignal,
   log: Logger,
-): Promise<Map<string, { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }>> {
+): Promise<Map<string, VoiceRef>> {
   const { uploadReferenceAudio } = await import("../api/index.js");
-  const refs = new Map<
-    string,
-    { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string }
-  >();
+  const refs = new Map<string, VoiceRef>();
   for (const job of jobs) {
     if (job.kind !== "speech" || job.voice.source !== "file") continue;
     const hash = voiceHash(job);
@@ -993,8 +656,4 @@ async function prepareVoices(
     refs.set(hash, { source: "asset", asset_id: asset.asset_id });
   }
   return refs;
-}
-
-export function defaultStatePath(manifestDir: string, name: string): string {
-  return join(manifestDir, ".clapper", name, "state.jsonl");
 }

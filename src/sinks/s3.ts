@@ -1,12 +1,15 @@
 // S3 (or an S3-compatible store) as the run's output: each result streamed into a multipart upload
 // (lib-storage), hashed and counted on the way; object metadata carries job, task, fingerprint and,
 // once known, the sha256, so a later run on another machine can trust what it finds there.
-import type { Readable } from "node:stream";
+import { randomBytes } from "node:crypto";
+import { pipeline, type Readable } from "node:stream";
 import {
+  AbortMultipartUploadCommand,
   CopyObjectCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   NotFound,
   PutObjectCommand,
   S3Client,
@@ -15,7 +18,7 @@ import {
 import { Upload } from "@aws-sdk/lib-storage";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { hashing } from "./local.js";
-import { type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
+import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 // The SDK warns on every start that future releases need Node 22; the lockfile pins a release
 // that supports Node 20, so the warning tells a user nothing they can act on.
@@ -61,10 +64,82 @@ export function createS3Client(options: S3ClientOptions = {}): S3Client {
 const PART_SIZE = 8 * 1024 * 1024;
 
 export class S3Sink implements Sink {
+  /** Keys whose upload failed in this process: their multipart uploads may be left open. */
+  private readonly failedKeys = new Set<string>();
+
   constructor(
     private readonly client: S3Client,
     private readonly location: S3Location,
   ) {}
+
+  async probe(): Promise<void> {
+    const Key = this.key(`.clapper-probe-${process.pid}-${randomBytes(4).toString("hex")}`);
+    try {
+      await this.client.send(
+        new PutObjectCommand({
+          Bucket: this.location.bucket,
+          Key,
+          Body: new Uint8Array(0),
+          ContentLength: 0,
+        }),
+      );
+    } catch (error) {
+      const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+      const wrapped = storeError(error, `writing a test object to ${this.uri("")}`);
+      // Refused for credentials or permissions: a setting to fix. Anything else: the store's state.
+      const setting = status === 403 || status === 404 || status === 400 || status === 301;
+      throw new OutputError(wrapped.message, !setting, { cause: error });
+    }
+    // A store that lets us write but not delete keeps an empty object: not worth failing for.
+    await this.client
+      .send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key }))
+      .catch(() => undefined);
+  }
+
+  /**
+   * Aborts the multipart uploads under this run's prefix that no live writer will complete: those
+   * begun before `before` (by a process of this run that was killed; the caller holds the run's
+   * lock) and those of this process whose upload failed. Incomplete uploads are billed and
+   * invisible; a lifecycle rule (AbortIncompleteMultipartUpload) on the bucket is the safety net.
+   */
+  async cleanup(before: Date): Promise<{ aborted: number }> {
+    const Bucket = this.location.bucket;
+    const Prefix = this.location.prefix ? `${this.location.prefix}/` : "";
+    let aborted = 0;
+    let KeyMarker: string | undefined;
+    let UploadIdMarker: string | undefined;
+    // Bounded: a thousand uploads a page, at most fifty pages.
+    for (let page = 0; page < 50; page++) {
+      const list = await this.client
+        .send(
+          new ListMultipartUploadsCommand({
+            Bucket,
+            Prefix,
+            ...(KeyMarker ? { KeyMarker } : {}),
+            ...(UploadIdMarker ? { UploadIdMarker } : {}),
+          }),
+        )
+        .catch((error: unknown) => {
+          throw storeError(error, `listing incomplete uploads under ${this.uri("")}`);
+        });
+      for (const upload of list.Uploads ?? []) {
+        if (!upload.Key || !upload.UploadId) continue;
+        const stale = upload.Initiated !== undefined && upload.Initiated < before;
+        if (!stale && !this.failedKeys.has(upload.Key)) continue;
+        await this.client
+          .send(new AbortMultipartUploadCommand({ Bucket, Key: upload.Key, UploadId: upload.UploadId }))
+          .catch((error: unknown) => {
+            throw storeError(error, `aborting an incomplete upload of s3://${Bucket}/${upload.Key}`);
+          });
+        aborted += 1;
+      }
+      if (!list.IsTruncated) break;
+      KeyMarker = list.NextKeyMarker;
+      UploadIdMarker = list.NextUploadIdMarker;
+    }
+    this.failedKeys.clear();
+    return { aborted };
+  }
 
   key(key: string): string {
     return this.location.prefix ? `${this.location.prefix}/${key}` : key;
@@ -76,8 +151,8 @@ export class S3Sink implements Sink {
 
   async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
     const { stream, result } = hashing();
-    const source = body.pipe(stream);
-    body.on("error", (error) => stream.destroy(error));
+    // pipeline() hears every stream's errors (an aborted download among them) and destroys the rest.
+    const source = pipeline(body, stream, () => {});
     const Key = this.key(key);
     const metadata = options.metadata ? s3Metadata(options.metadata) : {};
     // Parts of PART_SIZE are buffered two at a time: memory stays flat whatever the file size.
@@ -103,6 +178,9 @@ export class S3Sink implements Sink {
       // body (a download from the service) would go on draining, or stay open on its connection.
       source.destroy();
       body.destroy();
+      // lib-storage aborts the multipart upload itself; when the store is unreachable that abort
+      // fails too, and the parts are kept (and billed): cleanup() tries again for these keys.
+      this.failedKeys.add(Key);
       throw storeError(error, `writing ${this.uri(key)}`);
     } finally {
       options.signal?.removeEventListener("abort", abort);

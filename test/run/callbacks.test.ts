@@ -1,6 +1,7 @@
 // Video status callbacks during a run: the listener takes pushes carrying the run's token, drops
 // duplicates, hands the news to the tracker, and polling falls back to a slow safety net.
 import { createServer } from "node:net";
+import { networkInterfaces } from "node:os";
 import { describe, expect, it } from "vitest";
 import { callbackOptions } from "../../src/cli/commands/run/index.js";
 import { ExitError } from "../../src/cli/errors.js";
@@ -98,19 +99,28 @@ describe("run with --callback-url", () => {
     }
   });
 
-  it("reads --callback-listen as [HOST:]PORT, defaulting to every address and the URL's port", () => {
+  it("reads --callback-listen as [HOST:]PORT, defaulting to loopback (or the URL's own local address) and the URL's port", () => {
+    // A public name is reached through a tunnel or proxy: the listener stays on loopback unless told.
     expect(callbackOptions("https://hooks.example.com/clapper", undefined)).toEqual({
       url: "https://hooks.example.com/clapper",
-      listen: { host: "0.0.0.0", port: 443 },
+      listen: { host: "127.0.0.1", port: 443 },
     });
     expect(callbackOptions("http://hooks.example.com:8080/x", "127.0.0.1:9000").listen).toEqual({
       host: "127.0.0.1",
       port: 9000,
     });
     expect(callbackOptions("http://hooks.example.com/x", "7000").listen).toEqual({
-      host: "0.0.0.0",
+      host: "127.0.0.1",
       port: 7000,
     });
+    // Every address only when asked for.
+    expect(callbackOptions("http://hooks.example.com/x", "0.0.0.0:7000").listen.host).toBe("0.0.0.0");
+    // An address of this machine in the URL is bound as it is; one that is not is never bound.
+    const mine = Object.values(networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .find((i) => i.family === "IPv4" && !i.internal)?.address;
+    if (mine) expect(callbackOptions(`http://${mine}:9100/cb`, undefined).listen.host).toBe(mine);
+    expect(callbackOptions("http://203.0.113.9:9100/cb", undefined).listen.host).toBe("127.0.0.1");
     expect(() => callbackOptions("ftp://x/y", undefined)).toThrow(ExitError);
     expect(() => callbackOptions("http://x/y", "host:port")).toThrow("[HOST:]PORT");
   });

@@ -341,10 +341,13 @@ export interface Workspace {
 }
 
 /** A temporary folder holding `NAME.yaml`; state and output at their default places beside it. */
-export async function workspace(name: string, o: ManifestOptions = {}): Promise<Workspace> {
+export async function workspace(
+  name: string,
+  o: ManifestOptions | { text: string } = {},
+): Promise<Workspace> {
   const dir = await mkdtemp(join(tmpdir(), "clapper-crash-"));
   const manifest = join(dir, `${name}.yaml`);
-  await writeFile(manifest, manifestYaml(name, o));
+  await writeFile(manifest, "text" in o ? o.text : manifestYaml(name, o));
   return {
     name,
     dir,

@@ -175,10 +175,10 @@ export interface InProcess {
 export async function runIn(
   s: Sandbox,
   manifest: string,
-  extra: Partial<Omit<RunOptions, "clients" | "logger">> & { key?: string } = {},
+  extra: Partial<Omit<RunOptions, "clients" | "logger">> & { key?: string; allowPrivateUrls?: boolean } = {},
 ): Promise<InProcess> {
   const logs = capture();
-  const { key = KEY, ...options } = extra;
+  const { key = KEY, allowPrivateUrls, ...options } = extra;
   const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
   const clients = createClients({
     baseUrl: s.url,
@@ -186,6 +186,7 @@ export async function runIn(
     logger: logs.logger,
     gate,
     policies: retryPoliciesFromEnv(RETRY_ENV),
+    ...(allowPrivateUrls ? { allowPrivateUrls } : {}),
   });
   try {
     const outcome = await run({

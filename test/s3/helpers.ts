@@ -2,7 +2,8 @@
 // folder, a log of every request it answered, an SDK client of our own to look at what a run left
 // there, and small materials (PNG frames) made at test time.
 import { createHash } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -10,6 +11,7 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
@@ -39,6 +41,8 @@ export interface S3Request {
 
 export interface Store {
   port: number;
+  /** Multipart uploads begun and neither completed nor aborted, under `prefix`. */
+  uploads(prefix?: string): Promise<Array<{ key: string; uploadId: string }>>;
   endpoint: string;
   directory: string;
   /** Every request answered since the store started (across restarts). */
@@ -76,6 +80,45 @@ async function listen(directory: string, port: number, log: S3Request[]): Promis
     silent: true,
     directory,
     configureBuckets: [{ name: BUCKET }],
+  });
+  // s3rver implements multipart uploads but not their listing or abort (it answers NotImplemented
+  // and 405). These two add them over s3rver's own store (one folder per upload, its key in a
+  // file), answered in the S3 API's shapes, so the runner's clean-up is tested against real HTTP.
+  server.middleware.unshift(async (ctx, next) => {
+    const uploads = join(directory, BUCKET, "._S3rver_uploads");
+    if (ctx.method === "GET" && ctx.path.replace(/\/$/, "") === `/${BUCKET}` && "uploads" in ctx.query) {
+      const prefix = String(ctx.query.prefix ?? "");
+      const ids = await readdir(uploads).catch(() => [] as string[]);
+      const items: string[] = [];
+      for (const id of ids) {
+        const key = await readFile(join(uploads, id, "key"), "utf8").catch(() => undefined);
+        if (key === undefined || !key.startsWith(prefix)) continue;
+        const initiated = (await stat(join(uploads, id))).mtime.toISOString();
+        items.push(
+          `<Upload><Key>${key}</Key><UploadId>${id}</UploadId><Initiated>${initiated}</Initiated></Upload>`,
+        );
+      }
+      ctx.type = "application/xml";
+      ctx.body = `<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult><Bucket>${BUCKET}</Bucket><Prefix>${prefix}</Prefix><IsTruncated>false</IsTruncated>${items.join("")}</ListMultipartUploadsResult>`;
+      return;
+    }
+    if (
+      ctx.method === "DELETE" &&
+      ctx.path.startsWith(`/${BUCKET}/`) &&
+      typeof ctx.query.uploadId === "string"
+    ) {
+      const dir = join(uploads, ctx.query.uploadId.replace(/[^0-9a-f]/g, ""));
+      if (!existsSync(dir)) {
+        ctx.status = 404;
+        ctx.type = "application/xml";
+        ctx.body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>no such upload</Message></Error>`;
+        return;
+      }
+      await rm(dir, { recursive: true, force: true });
+      ctx.status = 204;
+      return;
+    }
+    await next();
   });
   // First in the stack, so it sees every request before s3rver's router answers it.
   server.middleware.unshift(async (ctx, next) => {
@@ -190,6 +233,10 @@ export async function startStore(): Promise<Store> {
     },
     async remove(key) {
       await client.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: key }));
+    },
+    async uploads(prefix = "") {
+      const res = await client.send(new ListMultipartUploadsCommand({ Bucket: BUCKET, Prefix: prefix }));
+      return (res.Uploads ?? []).map((u) => ({ key: u.Key ?? "", uploadId: u.UploadId ?? "" }));
     },
     puts: (prefix) =>
       requests.filter((r) => r.method === "PUT" && !r.copy && r.path.startsWith(`/${BUCKET}/${prefix}`)),

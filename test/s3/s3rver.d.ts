@@ -18,7 +18,12 @@ declare module "s3rver" {
     method: string;
     path: string;
     querystring: string;
+    /** The parsed query string. */
+    query: Record<string, string | string[] | undefined>;
     status: number;
+    /** What the answer is: set by a middleware that answers in s3rver's place. */
+    type: string;
+    body: unknown;
     headers: Record<string, string | string[] | undefined>;
   }
 

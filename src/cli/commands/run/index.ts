@@ -1,7 +1,9 @@
 // `clapper run|status|report|cancel MANIFEST`: the run itself and the commands that read its state.
 
 import { mkdir } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { isIP } from "node:net";
+import { networkInterfaces } from "node:os";
+import { dirname, join } from "node:path";
 import type { Clients } from "../../../api/index.js";
 import { Journal } from "../../../engine/journal.js";
 import { ServiceGate } from "../../../engine/limiter.js";
@@ -13,10 +15,10 @@ import {
   type RunRecord,
   type RunState,
 } from "../../../engine/state.js";
-import { formatProblem, loadManifest } from "../../../manifest/index.js";
-import { peekManifest } from "../../../manifest/name.js";
+import { formatProblems } from "../../../manifest/problems.js";
+import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { buildReport, type Report, writeReports } from "../../../pipeline/report.js";
-import { defaultStatePath, outputs, type RunOutcome, run } from "../../../pipeline/run.js";
+import { outputs, type RunOutcome, run } from "../../../pipeline/run.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { type ConnectionArgs, connect } from "../../config.js";
 import { ExitError } from "../../errors.js";
@@ -55,20 +57,28 @@ export function renderOutcome(o: RunOutcome): string {
   return lines.join("\n");
 }
 
-interface StateLocation {
-  statePath: string;
+/**
+ * The run's manifest and state, found as `run` finds them: a manifest with errors has no state
+ * (exit 2 with its problems), and a state that belongs to another manifest is not read.
+ */
+async function locate(manifestPath: string, cwd: string, opts: { state?: string }): Promise<LocatedRun> {
+  const found = await locateRun({
+    manifest: manifestPath,
+    cwd,
+    ...(opts.state ? { state: opts.state } : {}),
+  });
+  if (!found.ok) {
+    throw new ExitError(2, formatProblems(found.errors).join("\n") || `cannot read ${manifestPath}`);
+  }
+  return found.run;
 }
 
-async function locate(manifestPath: string, cwd: string, opts: { state?: string; output?: string }) {
-  const loaded = await loadManifest(manifestPath, { cwd });
-  if (!loaded.manifest) {
-    throw new ExitError(2, loaded.errors.map(formatProblem).join("\n") || `cannot read ${manifestPath}`);
-  }
-  const m = loaded.manifest;
-  const where: StateLocation = {
-    statePath: opts.state ? resolve(cwd, opts.state) : defaultStatePath(m.dir, m.name),
-  };
-  return { loaded, manifest: m, ...where };
+/** The state, checked to belong to this manifest. */
+async function ownState(located: LocatedRun): Promise<RunState> {
+  const state = await readState(located.statePath);
+  const owner = checkOwner(state, located);
+  if (owner.refuse) throw new ExitError(2, owner.refuse);
+  return state;
 }
 
 /** Reads the state without writing to it: a run may be appending right now. */
@@ -82,8 +92,9 @@ export async function status(o: {
   state?: string;
   output?: string;
 }): Promise<Report> {
-  const { loaded, manifest, statePath } = await locate(o.manifest, o.cwd, o);
-  const state = await readState(statePath);
+  const located = await locate(o.manifest, o.cwd, o);
+  const { loaded, manifest } = located;
+  const state = await ownState(located);
   return buildReport({
     state,
     jobs: loaded.jobs,
@@ -101,7 +112,8 @@ export async function rewriteReport(o: {
   s3?: S3ClientOptions;
   env: NodeJS.ProcessEnv;
 }) {
-  const { loaded, manifest, statePath } = await locate(o.manifest, o.cwd, o);
+  const located = await locate(o.manifest, o.cwd, o);
+  const { loaded, manifest, statePath } = located;
   let lock: Awaited<ReturnType<typeof acquireLock>>;
   try {
     lock = await acquireLock(`${statePath}.lock`);
@@ -110,7 +122,7 @@ export async function rewriteReport(o: {
     throw error;
   }
   try {
-    const state = await readState(statePath);
+    const state = await ownState(located);
     const report = buildReport({
       state,
       jobs: loaded.jobs,
@@ -139,8 +151,7 @@ export async function cancelRun(o: {
   clients: Pick<Clients, "video" | "speech">;
   signal?: AbortSignal;
 }) {
-  const { statePath } = await locate(o.manifest, o.cwd, o);
-  const state = await readState(statePath);
+  const state = await ownState(await locate(o.manifest, o.cwd, o));
   const results: Array<{ job: string; task_id: string; status: string }> = [];
   for (const job of Object.values(state.jobs)) {
     const attempt = openAttempt(job);
@@ -198,6 +209,10 @@ export interface RunArgs {
   "poll-interval": number;
   "log-format"?: "json" | "pretty" | undefined;
   "sandbox-time-scale": number;
+  "break-lock": boolean;
+  "max-result-mb"?: number | undefined;
+  "allow-private-urls": boolean;
+  "give-up-after": number;
 }
 
 export interface RunCommandIo {
@@ -218,6 +233,8 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
     ["--rps", args.rps, 0.1],
     ["--in-flight", args["in-flight"], 1],
     ["--poll-interval", args["poll-interval"], 0.01],
+    ["--give-up-after", args["give-up-after"], 0.1],
+    ...(args["max-result-mb"] !== undefined ? [["--max-result-mb", args["max-result-mb"], 1] as const] : []),
   ] as const) {
     if (!(Number.isFinite(value) && value >= min))
       throw new ExitError(2, `${flag} must be a number >= ${min}, got ${value}`);
@@ -236,11 +253,30 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
   const logger = o.logger ?? createLogger(level);
   const limits = { rps: args.rps, inFlight: args["in-flight"] };
   const gate = new ServiceGate({ video: limits, speech: limits });
-  const peek = await peekManifest(args.manifest, cwd);
-  const statePath = args.state ? resolve(cwd, args.state) : defaultStatePath(peek.dir, peek.name);
-  await mkdir(dirname(statePath), { recursive: true });
+  // Located once, before anything is connected: the sandbox's state lives beside the run's.
+  const found = await locateRun({
+    manifest: args.manifest,
+    cwd,
+    ...(args.state ? { state: args.state } : {}),
+  });
+  if (!found.ok) {
+    o.stderr(`${found.errors.length} error${found.errors.length === 1 ? "" : "s"}:`);
+    for (const line of formatProblems(found.errors)) o.stderr(`  ${line}`);
+    return 2;
+  }
+  const located = found.run;
+  const statePath = located.statePath;
+  try {
+    await mkdir(dirname(statePath), { recursive: true });
+  } catch (error) {
+    throw new ExitError(
+      2,
+      `cannot create the state folder ${dirname(statePath)} (${(error as NodeJS.ErrnoException).code ?? error}): pass --state FILE in a writable place`,
+    );
+  }
   const conn = await connect(global, o.env, logger, {
     gate,
+    ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
     ...(global.sandbox
       ? {
           sandboxStateFile: join(dirname(statePath), "sandbox.json"),
@@ -253,7 +289,12 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
     const outcome = await run({
       manifest: args.manifest,
       cwd,
+      located,
       clients: conn,
+      breakLock: args["break-lock"],
+      ...(args["max-result-mb"] !== undefined
+        ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
+        : {}),
       gate,
       statePath,
       logger,
@@ -262,7 +303,7 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
       maxAttempts: args["max-attempts"],
       retryFailed: args["retry-failed"],
       fresh: args.fresh,
-      track: { minIntervalMs: args["poll-interval"] * 1000 },
+      track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
       ...(args.output ? { output: args.output } : {}),
       ...(args.staging ? { staging: args.staging } : {}),
       ...(args["callback-url"]
@@ -286,10 +327,10 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
     display?.done();
     if (outcome.errors && outcome.errors.length > 0) {
       o.stderr(`${outcome.errors.length} error${outcome.errors.length === 1 ? "" : "s"}:`);
-      for (const p of outcome.errors) o.stderr(`  ${formatProblem(p)}`);
+      for (const line of formatProblems(outcome.errors)) o.stderr(`  ${line}`);
     }
     if (outcome.warnings && outcome.warnings.length > 0 && format === "pretty") {
-      for (const p of outcome.warnings) o.stderr(`warning: ${formatProblem(p)}`);
+      for (const line of formatProblems(outcome.warnings)) o.stderr(`warning: ${line}`);
     }
     if (global.json && outcome.report) o.stdout(json(outcome.report));
     else {
@@ -304,7 +345,21 @@ export async function runCommand(o: RunCommandIo): Promise<number> {
   }
 }
 
-/** `--callback-url` and `--callback-listen [HOST:]PORT` (default: every address, the URL's port). */
+/**
+ * Where the callback listener binds when not told: the URL's own address when it is one of this
+ * machine's, else loopback (a tunnel or proxy forwards to it). Never every address by default: the
+ * listener would answer the whole network.
+ */
+function defaultListenHost(hostname: string): string {
+  const host = hostname.replace(/^\[|\]$/g, "");
+  if (isIP(host)) {
+    const mine = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+    if (mine.includes(host)) return host;
+  }
+  return "127.0.0.1";
+}
+
+/** `--callback-url` and `--callback-listen [HOST:]PORT` (default: the URL's address if local, else loopback; the URL's port). */
 export function callbackOptions(
   url: string,
   listen: string | undefined,
@@ -327,5 +382,5 @@ export function callbackOptions(
   const port = m ? Number(m[2]) : Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80));
   if (!(port >= 0 && port <= 65535))
     throw new ExitError(2, `--callback-listen port must be 0-65535, got ${port}`);
-  return { url, listen: { host: m?.[1] ?? "0.0.0.0", port } };
+  return { url, listen: { host: m?.[1] ?? defaultListenHost(parsed.hostname), port } };
 }

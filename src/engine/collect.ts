@@ -1,0 +1,59 @@
+// One result, from its URL into the sink: downloaded as a stream (never held whole), bounded in
+// size, checked against its own container structure and duration as it flows, hashed and counted
+// by the sink, and visible under its name only once every check passed.
+import { pipeline, type Readable } from "node:stream";
+import type { HttpClient } from "../api/http.js";
+import type { Sink, Written } from "../sinks/sink.js";
+import { mediaCheck, ResultTooLargeError } from "./media-check.js";
+
+export interface ResultSpec {
+  /** Job id, for messages. */
+  id: string;
+  kind: "video" | "speech";
+  /** Sink key the result takes (`shots/s01.mp4`). */
+  key: string;
+  /** Requested duration (video); the file must match it. */
+  expectedSeconds?: number;
+  /** The most bytes this result may have. */
+  maxBytes: number;
+  /** Stored beside the object where the sink can (S3 metadata). */
+  metadata: Record<string, string>;
+}
+
+/**
+ * Streams `url` into `sink` under `spec.key`. Throws MediaCheckError (ResultTooLargeError) when the
+ * result is not what was asked for, ResultUrlError when its URL is refused, and the HTTP layer's
+ * or the sink's errors otherwise; nothing is left under the key, and no stream error goes unheard.
+ */
+export async function storeResult(
+  http: HttpClient,
+  sink: Sink,
+  url: string,
+  spec: ResultSpec,
+  signal: AbortSignal,
+): Promise<Written> {
+  const res = await http.download(url, { signal, what: `download ${spec.id}` });
+  if (res.contentLength !== undefined && res.contentLength > spec.maxBytes) {
+    res.body.destroy();
+    throw new ResultTooLargeError(
+      `${spec.id}: the result is ${res.contentLength.toLocaleString("en-US")} bytes (Content-Length), more than the limit of ${spec.maxBytes.toLocaleString("en-US")} bytes for this result (see --max-result-mb)`,
+      spec.maxBytes,
+    );
+  }
+  const check = mediaCheck({
+    kind: spec.kind,
+    maxBytes: spec.maxBytes,
+    ...(spec.expectedSeconds !== undefined ? { expectedSeconds: spec.expectedSeconds } : {}),
+  });
+  // pipeline() listens for errors on every stream and destroys them all together: an abort or a
+  // reset connection mid-download ends the sink's write with an error, never as an unheard event.
+  const body: Readable = pipeline(res.body, check.stream, () => {});
+  return sink.write(spec.key, body, {
+    ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
+    contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
+    metadata: spec.metadata,
+    signal,
+    // Every byte has passed through the check by now; this throws if any check failed.
+    check: async () => void check.result(),
+  });
+}

@@ -1,0 +1,640 @@
+// One job's life: reserve -> intent (write-ahead) -> create -> follow -> settle -> collect. Every
+// transition is journalled before the next step can act on it, so a process killed at any instant
+// resumes without paying twice:
+// - an intent is durable before its create is sent; its Idempotency-Key makes a repeat return the
+//   task created before, and an intent never sent is withdrawn rather than left to be re-sent;
+// - a task id is durable as soon as the service answers; a created task is never forgotten: it is
+//   followed to its end and settled, by this process or the next;
+// - the records that decide a job's fate are one record (settled + failed), so no kill splits them;
+// - a result takes its name only once stored and checked, and is recorded after that.
+import { createHash } from "node:crypto";
+import { setMaxListeners } from "node:events";
+import pLimit, { type LimitFunction } from "p-limit";
+import type { Logger } from "pino";
+import {
+  AbortedError,
+  ClapperApiError,
+  type Clients,
+  InsufficientPointsError,
+  NotFoundError,
+  RateLimitError,
+  ResultUrlError,
+  ValidationError,
+} from "../api/index.js";
+import type { SpeechTask } from "../api/speech.js";
+import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
+import { storeResult } from "../engine/collect.js";
+import type { Journal } from "../engine/journal.js";
+import type { PointsLedger } from "../engine/ledger.js";
+import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
+import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
+import { MaterialError, type MaterialStager } from "../engine/staging.js";
+import { type Attempt, type JobState, openAttempt, type RunRecord, type RunState } from "../engine/state.js";
+import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
+import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
+import { outputKey } from "../manifest/outputs.js";
+import type { Sink } from "../sinks/sink.js";
+
+const MAX_CREATE_BODY = 72 * 1024 * 1024;
+/** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
+const COLLECT_TRIES = 3;
+
+export type VoiceRef = { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string };
+
+export interface JobContext {
+  clients: Clients;
+  sink: Sink;
+  stager: MaterialStager;
+  journal: Journal<RunState, RunRecord>;
+  ledger: PointsLedger;
+  pricer: SpeechPricer;
+  /**
+   * With a points cap, each speech create is priced by a pricing read made after the previous
+   * create was answered, one at a time: a price change can then never carry the run past its cap.
+   */
+  exactSpeechPricing: boolean;
+  video: VideoPoller;
+  speech: SpeechPoller;
+  callback?: { url: string; token: string };
+  name: string;
+  maxAttempts: number;
+  /** Overrides the per-result size limit derived from each job (`--max-result-mb`). */
+  maxResultBytes?: number;
+  skillIds: Map<string, string>;
+  voiceRefs: Map<string, VoiceRef>;
+  /** Interrupt: stops everything, saves state. */
+  signal: AbortSignal;
+  log: Logger;
+  progress: (job?: Job) => void;
+}
+
+/** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
+export function idempotencyKey(
+  name: string,
+  epoch: number | string,
+  jobId: string,
+  fingerprint: string,
+  attempt: number,
+): string {
+  const digest = createHash("sha256")
+    .update(`${name}\n${epoch}\n${jobId}\n${fingerprint}\n${attempt}`)
+    .digest("hex");
+  return `clapper-${digest.slice(0, 48)}`;
+}
+
+/** What a succeeded video actually cost: the base price when an upscale fell back to 768P. */
+export function videoCost(job: VideoJob, task: VideoTask): number {
+  const fellBack = UPSCALE_TIERS.includes(job.tier) && task.resolution === "768P";
+  return fellBack ? basePoints(job.duration) : (job.points ?? 0);
+}
+
+export function errorInfo(error: unknown): { code: string; message: string } {
+  if (error instanceof ClapperApiError)
+    return { code: String(error.code ?? error.name), message: error.message };
+  return { code: (error as Error).name ?? "Error", message: (error as Error).message ?? String(error) };
+}
+
+type Outcome = "again" | "done";
+
+export class JobRunner {
+  /** Why new creates stopped (the cap, the service refusing for points, a price that moved). */
+  stopped: string | undefined;
+  /** Why some results are paid for and not stored yet. */
+  collectionPending: string | undefined;
+  /** Why some tasks are left open (could not be followed). */
+  unfinished: string | undefined;
+  private readonly submit = new AbortController();
+  /** Creates listen here: a stop takes back every create still waiting for its turn. */
+  private readonly submitSignal: AbortSignal;
+  private readonly speechTurn: LimitFunction = pLimit(1);
+
+  constructor(private readonly c: JobContext) {
+    this.submitSignal = AbortSignal.any([c.signal, this.submit.signal]);
+    // Every create of every job listens to it: thousands of listeners are expected.
+    setMaxListeners(0, this.submitSignal);
+  }
+
+  private get state(): RunState {
+    return this.c.journal.state;
+  }
+
+  private st(job: Job): JobState {
+    return this.state.jobs[job.id] as JobState;
+  }
+
+  /**
+   * Stops new creates. With `now`, creates still waiting for a request slot are taken back too:
+   * after the service refused for points, or the cap would be crossed, not one more is sent.
+   */
+  stopSubmitting(why: string, now = false): void {
+    this.stopped ??= why;
+    if (now) this.submit.abort(new Error(why));
+  }
+
+  async run(job: Job): Promise<void> {
+    for (;;) {
+      if (this.c.signal.aborted) return;
+      if ((await this.step(job)) === "done") return;
+    }
+  }
+
+  /** One pass of the job's life; "again" when a failed attempt is to be retried. */
+  private async step(job: Job): Promise<Outcome> {
+    const st = this.st(job);
+    // Paid for and not yet stored (a kill during the download): fetch it again, never re-create.
+    if (st.status === "collecting") {
+      const paid = st.attempts.at(-1);
+      if (paid?.taskId) await this.collectPaid(job, paid);
+      return "done";
+    }
+    let attempt = openAttempt(st);
+    if (!attempt) {
+      if (this.stopped) return "done";
+      const done = st.attempts.filter((a) => a.campaign === this.state.campaign).length;
+      if (done >= this.c.maxAttempts) return "done";
+      if (job.kind === "speech" && this.c.exactSpeechPricing) {
+        // Priced, reserved, written ahead and created one at a time (see exactSpeechPricing).
+        return this.speechTurn(async () => {
+          const opened = await this.open(job);
+          if (!opened) return "done";
+          return this.create(job, opened);
+        }).then((outcome) => (outcome === "created" ? this.follow(job) : outcome));
+      }
+      attempt = await this.open(job);
+      if (!attempt) return "done";
+    }
+    if (!attempt.taskId) {
+      const outcome = await this.create(job, attempt);
+      if (outcome !== "created") return outcome;
+    }
+    return this.follow(job);
+  }
+
+  /** Reserves the job's price in the ledger and writes the intent: the attempt exists from here. */
+  private async open(job: Job): Promise<Attempt | undefined> {
+    let estimate = job.points ?? 0;
+    if (job.kind === "speech") {
+      try {
+        const price = this.c.exactSpeechPricing
+          ? await this.c.pricer.refresh(this.submitSignal)
+          : this.c.pricer.current;
+        if (price) estimate = linePoints(job.request.text, price);
+      } catch (error) {
+        if (this.submitSignal.aborted) return undefined;
+        const why =
+          error instanceof PriceError
+            ? error.message
+            : `the speech price could not be read (${errorInfo(error).message})`;
+        this.stopSubmitting(`${why}; new submissions stopped`, true);
+        return undefined;
+      }
+    }
+    if (this.stopped || this.c.signal.aborted) return undefined;
+    if (!(await this.c.ledger.tryReserve(estimate))) {
+      const snap = this.c.ledger.snapshot();
+      this.stopSubmitting(
+        `the run's points cap was reached (${snap.reserved + snap.spent} of ${snap.cap} committed; ${job.id} needs ${estimate})`,
+      );
+      return undefined;
+    }
+    const n = this.st(job).attempts.length + 1;
+    const key = idempotencyKey(this.c.name, this.state.epoch, job.id, job.fingerprint, n);
+    // Write-ahead: the intent is on disk before the request can reach the service.
+    await this.c.journal.append(
+      { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now() },
+      { durable: true },
+    );
+    this.c.log.info(
+      { job: job.id, event: "submitting", attempt: n, reserved: estimate },
+      "creating the task",
+    );
+    return openAttempt(this.st(job));
+  }
+
+  /** Sends the create (again, with the same key, for an intent a killed run left unanswered). */
+  private async create(job: Job, attempt: Attempt): Promise<"created" | Outcome> {
+    if (this.stopped) return "done";
+    const n = attempt.n;
+    let taskId: string;
+    try {
+      taskId = await this.send(job, attempt.key);
+    } catch (error) {
+      if (error instanceof AbortedError && !error.maybeSent) {
+        // Never sent: nothing exists at the service, so the attempt is taken back.
+        await this.c.journal.append({ t: "withdrawn", id: job.id, n }, { durable: true });
+        await this.c.ledger.settle(attempt.reserved, 0);
+        this.c.progress(job);
+        return "done";
+      }
+      if (this.c.signal.aborted || error instanceof AbortedError) return "done";
+      if (error instanceof InsufficientPointsError) {
+        this.stopSubmitting(`the service refused for insufficient points: ${error.message}`, true);
+        await this.settle(job, attempt, 0, { error: errorInfo(error) });
+        this.c.log.warn({ job: job.id, event: "insufficient-points" }, error.message);
+        return "done";
+      }
+      if (
+        error instanceof ValidationError ||
+        error instanceof MaterialError ||
+        (error instanceof ClapperApiError &&
+          error.status !== undefined &&
+          error.status < 500 &&
+          !(error instanceof RateLimitError))
+      ) {
+        await this.settle(job, attempt, 0, { error: errorInfo(error), fate: "failed" });
+        this.c.log.error(
+          { job: job.id, event: "refused", error: errorInfo(error) },
+          "the service refused the create",
+        );
+        this.c.progress(job);
+        return "done";
+      }
+      // Unknown outcome (connection lost, 5xx after retries): keep the intent; the next run re-sends it.
+      this.c.log.warn(
+        { job: job.id, event: "create-unknown", error: errorInfo(error) },
+        "create outcome unknown; will resume",
+      );
+      return "done";
+    }
+    await this.c.journal.append({ t: "created", id: job.id, n, task_id: taskId }, { durable: true });
+    this.c.log.info({ job: job.id, event: "created", task_id: taskId, attempt: n }, "task created");
+    this.c.progress(job);
+    return "created";
+  }
+
+  private send(job: Job, key: string): Promise<string> {
+    const call = { idempotencyKey: key, signal: this.submitSignal };
+    if (job.kind === "video") {
+      return videoBody(job, this.c.skillIds, this.c.stager, this.submitSignal).then((body) =>
+        this.c.clients.video.createTask(
+          {
+            ...body,
+            ...(this.c.callback
+              ? { callback_url: this.c.callback.url, callback_token: this.c.callback.token }
+              : {}),
+          } as never,
+          call,
+        ),
+      );
+    }
+    return this.c.clients.speech.createTask(speechBody(job, this.c.voiceRefs) as never, call);
+  }
+
+  /** Follows the open attempt's task to its end, then settles (and collects) it. */
+  private async follow(job: Job): Promise<Outcome> {
+    const attempt = openAttempt(this.st(job));
+    if (!attempt?.taskId) return "done";
+    const { n, taskId } = attempt;
+    let final: VideoTask | SpeechTask;
+    try {
+      final = await this.track(job, attempt, taskId);
+    } catch (error) {
+      if (this.c.signal.aborted) return "done";
+      if (error instanceof NotFoundError) {
+        // Never recreated silently: it may have run and been paid for.
+        await this.settle(job, attempt, 0, {
+          error: {
+            code: "task_not_found",
+            message: `task ${taskId} is not known to the service any more; run with --retry-failed to create a new one`,
+          },
+          fate: "failed",
+        });
+        this.c.progress(job);
+        return "done";
+      }
+      const problem =
+        error instanceof TaskUnreadableError
+          ? {
+              code: "task_unreadable",
+              message: `${error.message}; the task is left open: run again to follow it`,
+            }
+          : { code: "track_failed", message: `${errorInfo(error).message}; run again to follow the task` };
+      await this.c.journal.append({ t: "problem", id: job.id, error: problem });
+      this.unfinished ??= `some tasks could not be followed (${problem.message})`;
+      this.c.log.warn(
+        { job: job.id, event: "track-error", task_id: taskId, error: problem },
+        "could not follow the task; will resume",
+      );
+      this.c.progress(job);
+      return "done";
+    }
+
+    if (final.status === "succeeded") {
+      const cost =
+        job.kind === "video"
+          ? videoCost(job, final as VideoTask)
+          : this.speechCost(job, attempt, final as SpeechTask);
+      const replayed = this.isReplay(attempt, final.created_at);
+      if (replayed) {
+        this.c.log.warn(
+          { job: job.id, event: "replayed", task_id: taskId },
+          "the Idempotency-Key returned a task created before this run: its points were paid then, not counted now",
+        );
+      }
+      await this.settle(job, attempt, cost, replayed ? { replayed } : {});
+      await this.collect(job, final, n);
+      this.c.progress(job);
+      return "done";
+    }
+    if (final.status === "cancelled") {
+      await this.settle(job, attempt, 0, {
+        error: { code: "cancelled", message: `task ${taskId} was cancelled` },
+        fate: "cancelled",
+      });
+      this.c.log.warn({ job: job.id, event: "cancelled", task_id: taskId }, "task cancelled");
+      this.c.progress(job);
+      return "done";
+    }
+    const error =
+      job.kind === "video"
+        ? {
+            code: String((final as VideoTask).error?.code ?? "task_failed"),
+            message: String((final as VideoTask).error?.message ?? "the task failed"),
+          }
+        : { code: "task_failed", message: (final as SpeechTask).error_message || "the task failed" };
+    const tried = this.st(job).attempts.filter((a) => a.campaign === this.state.campaign).length;
+    const last = tried >= this.c.maxAttempts || this.stopped !== undefined;
+    await this.settle(job, attempt, 0, { error, ...(last ? { fate: "failed" as const } : {}) });
+    this.c.log.warn({ job: job.id, event: "task-failed", attempt: n, error }, "task failed");
+    if (last) {
+      this.c.log.error({ job: job.id, event: "failed", attempts: tried, error }, "job failed");
+      this.c.progress(job);
+      return "done";
+    }
+    return "again";
+  }
+
+  private track(job: Job, attempt: Attempt, taskId: string): Promise<VideoTask | SpeechTask> {
+    let last: string | undefined;
+    const onUpdate = (task: VideoTask | SpeechTask) => {
+      if (job.kind === "speech") void this.reprice(job, attempt.n, (task as SpeechTask).point_cost);
+      if (task.status !== last) {
+        last = task.status;
+        void this.c.journal.append({ t: "task", id: job.id, n: attempt.n, status: task.status });
+        this.c.log.info(
+          { job: job.id, event: "status", task_id: taskId, status: task.status },
+          "task status",
+        );
+        this.c.progress(job);
+      }
+    };
+    const createdAt = Math.floor(Date.now() / 1000);
+    return job.kind === "video"
+      ? this.c.video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void)
+      : this.c.speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
+  }
+
+  /**
+   * A speech task states its own cost from the start. When it differs from what was reserved, the
+   * price moved: the reservation becomes the real cost, the price is read again for the lines still
+   * to come, and if the cap would now be crossed no further create is sent.
+   */
+  private async reprice(job: SpeechJob, n: number, cost: number): Promise<void> {
+    const attempt = this.st(job).attempts.find((a) => a.n === n);
+    if (!attempt || attempt.spent !== undefined || attempt.reserved === cost) return;
+    if (!validCost(cost)) {
+      this.c.log.warn(
+        { job: job.id, event: "absurd-cost", cost },
+        "the service states an impossible task cost; ignored",
+      );
+      return;
+    }
+    const from = attempt.reserved;
+    await this.c.journal.append({ t: "reserve", id: job.id, n, reserved: cost });
+    const within = await this.c.ledger.adjust(from, cost);
+    this.c.log.warn(
+      { job: job.id, event: "repriced", reserved: from, cost },
+      "the task costs other than estimated: the speech price changed",
+    );
+    if (cost > from) void this.c.pricer.refresh().catch(() => undefined);
+    if (!within) {
+      const snap = this.c.ledger.snapshot();
+      this.stopSubmitting(
+        `the speech price rose while tasks were being created (${job.id} costs ${cost}, ${from} were reserved): ${snap.reserved + snap.spent} points are committed against a cap of ${snap.cap}; new submissions stopped`,
+        true,
+      );
+    }
+  }
+
+  /** What a succeeded speech task cost: its own `point_cost`, unless that is impossible. */
+  private speechCost(job: SpeechJob, attempt: Attempt, task: SpeechTask): number {
+    if (validCost(task.point_cost)) return task.point_cost;
+    this.c.log.warn(
+      { job: job.id, event: "absurd-cost", cost: task.point_cost },
+      "the service states an impossible task cost; the reservation is counted instead",
+    );
+    return attempt.reserved;
+  }
+
+  /**
+   * Whether the task was created before this attempt's intent was written: then the key returned
+   * a task of an earlier state or another machine, not one this attempt paid for. Both clocks are
+   * read in whole seconds, so anything within three seconds counts as this attempt's own.
+   */
+  private isReplay(attempt: Attempt, createdAt: number): boolean {
+    if (attempt.at === undefined || !Number.isFinite(createdAt) || createdAt <= 0) return false;
+    const intent = attempt.at + this.c.clients.http.clockOffsetMs;
+    return createdAt * 1000 < intent - 3000;
+  }
+
+  private async settle(
+    job: Job,
+    attempt: Attempt,
+    spent: number,
+    how: { error?: { code: string; message: string }; fate?: "failed" | "cancelled"; replayed?: boolean },
+  ): Promise<void> {
+    await this.c.journal.append(
+      {
+        t: "settled",
+        id: job.id,
+        n: attempt.n,
+        spent,
+        ...(how.error ? { error: how.error } : {}),
+        ...(how.fate ? { fate: how.fate } : {}),
+        ...(how.replayed ? { replayed: true } : {}),
+      },
+      { durable: true },
+    );
+    // A replay was paid where it was created: it takes nothing from this run's cap.
+    await this.c.ledger.settle(attempt.reserved, how.replayed ? 0 : spent);
+  }
+
+  private async collectPaid(job: Job, paid: Attempt): Promise<void> {
+    try {
+      const call = { signal: this.c.signal };
+      const task =
+        job.kind === "video"
+          ? await this.c.clients.video.getTask(paid.taskId as string, call)
+          : await this.c.clients.speech.getTask(paid.taskId as string, call);
+      await this.collect(job, task, paid.n);
+    } catch (error) {
+      if (this.c.signal.aborted) return;
+      await this.collectFailed(job, error);
+    }
+    this.c.progress(job);
+  }
+
+  /** Stores a succeeded task's result; a failure leaves the job paid for and waiting, or failed. */
+  private async collect(job: Job, task: VideoTask | SpeechTask, n: number): Promise<void> {
+    try {
+      await this.download(job, task, n);
+    } catch (error) {
+      if (this.c.signal.aborted) return;
+      await this.collectFailed(job, error);
+    }
+  }
+
+  private async download(job: Job, task: VideoTask | SpeechTask, n: number): Promise<void> {
+    const taskId = job.kind === "video" ? (task as VideoTask).id : (task as SpeechTask).task_id;
+    let url: string | undefined =
+      job.kind === "video" ? (task as VideoTask).content?.url : (task as SpeechTask).output_url;
+    const spec = {
+      id: job.id,
+      kind: job.kind,
+      key: outputKey(job),
+      maxBytes: this.c.maxResultBytes ?? resultLimit(limitOf(job)),
+      metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
+      ...(job.kind === "video" ? { expectedSeconds: job.duration } : {}),
+    };
+    for (let tries = 1; ; tries++) {
+      if (!url) url = await freshUrl(this.c.clients, job, taskId, this.c.signal);
+      try {
+        const written = await storeResult(this.c.clients.http, this.c.sink, url, spec, this.c.signal);
+        await this.c.journal.append(
+          {
+            t: "stored",
+            id: job.id,
+            output: {
+              uri: written.uri,
+              bytes: written.bytes,
+              sha256: written.sha256,
+              fingerprint: job.fingerprint,
+            },
+          },
+          { durable: true },
+        );
+        this.c.log.info(
+          { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
+          "result stored",
+        );
+        return;
+      } catch (error) {
+        // Too large is not cured by asking again; neither is an interrupt.
+        if (this.c.signal.aborted || tries >= COLLECT_TRIES || error instanceof ResultTooLargeError)
+          throw error;
+        // An expired or refused URL is fetched again through the task; a broken file is downloaded again.
+        const expired =
+          error instanceof ClapperApiError &&
+          (error.status === 403 || error.status === 404 || error.status === 410);
+        if (expired || error instanceof MediaCheckError || error instanceof ResultUrlError) url = undefined;
+        this.c.log.warn(
+          { job: job.id, event: "download-retry", error: errorInfo(error) },
+          "download failed; trying again",
+        );
+      }
+    }
+  }
+
+  /**
+   * A result that is broken (its container or duration is not what was asked for) fails the job.
+   * Anything else leaves the job paid for and waiting to be collected, with the reason: the next
+   * run fetches it again through its task, nothing is created twice.
+   */
+  private async collectFailed(job: Job, error: unknown): Promise<void> {
+    if (error instanceof MediaCheckError && !(error instanceof ResultTooLargeError)) {
+      const info = { code: "result_invalid", message: error.message };
+      await this.c.journal.append({ t: "failed", id: job.id, error: info }, { durable: true });
+      this.c.log.error({ job: job.id, event: "failed", error: info }, "the result is not usable");
+      return;
+    }
+    const code =
+      error instanceof ResultTooLargeError
+        ? "result_too_large"
+        : error instanceof ResultUrlError
+          ? "result_url_refused"
+          : "collect_failed";
+    const info = { code, message: errorInfo(error).message };
+    await this.c.journal.append({ t: "problem", id: job.id, error: info });
+    this.collectionPending ??= `some results could not be stored (${info.message}); run again to collect them`;
+    this.c.log.warn(
+      { job: job.id, event: "collect-failed", error: info },
+      "the result could not be stored; the next run collects it",
+    );
+  }
+}
+
+/** A task cost the service may state: a whole number, not negative, not beyond reason. */
+function validCost(cost: number): boolean {
+  return Number.isInteger(cost) && cost >= 0 && cost <= 100_000_000;
+}
+
+function limitOf(job: Job) {
+  return job.kind === "video"
+    ? { kind: "video" as const, seconds: job.duration, tier: job.tier }
+    : { kind: "speech" as const, countedChars: job.countedChars, speed: job.request.speed ?? 1 };
+}
+
+/**
+ * The create body with every material at an address the service can fetch: staged in S3 and
+ * presigned, or inline as a Data URL (then the 72 MiB body limit is checked before sending).
+ */
+async function videoBody(
+  job: VideoJob,
+  skillIds: Map<string, string>,
+  stager: MaterialStager,
+  signal: AbortSignal,
+) {
+  const content = [...job.request.content];
+  let inline = 0;
+  for (const { contentIndex, ref } of job.materials) {
+    const item = content[contentIndex];
+    if (!item || item.type === "text") continue;
+    const url = await stager.url(ref, signal);
+    if (url.startsWith("data:")) inline += url.length;
+    const field = item.type;
+    content[contentIndex] = { ...item, [field]: { url } } as typeof item;
+  }
+  if (inline > MAX_CREATE_BODY - 64 * 1024) {
+    throw new MaterialError(
+      `${job.id}: the materials make the request ${Math.ceil(inline / 1024 / 1024)} MiB as Data URLs, over the service's 72 MiB body limit; configure S3 (--output s3://... or --staging s3://...) so they can be staged`,
+    );
+  }
+  const skillId = job.skill ? (skillIds.get(job.skill.name) ?? job.skill.name) : undefined;
+  return { ...job.request, content, ...(skillId ? { skill_id: skillId } : {}) };
+}
+
+function speechBody(job: SpeechJob, voices: Map<string, VoiceRef>) {
+  const voice =
+    job.voice.source === "file"
+      ? voices.get(voiceHash(job))
+      : { source: job.voice.source, voice_id: job.voice.voiceId };
+  if (!voice) throw new MaterialError(`${job.id}: the reference voice was not uploaded`);
+  // save_voice_as made the custom voice before the run: the task uses it and saves nothing more.
+  const {
+    save_voice: _save,
+    voice_name: _name,
+    ...request
+  } = job.request as typeof job.request & { save_voice?: boolean; voice_name?: string };
+  return { ...request, voice };
+}
+
+async function freshUrl(clients: Clients, job: Job, taskId: string, signal: AbortSignal): Promise<string> {
+  if (job.kind === "video") {
+    const task = await clients.video.getTask(taskId, { signal });
+    if (!task.content?.url)
+      throw new MediaCheckError(`task ${taskId} has no result URL (status ${task.status})`);
+    return task.content.url;
+  }
+  const task = await clients.speech.getTask(taskId, { signal });
+  if (!task.output_url)
+    throw new MediaCheckError(
+      `task ${taskId} has no result URL (status ${task.status}); results are kept 7 days`,
+    );
+  return task.output_url;
+}
+
+export function voiceHash(job: SpeechJob): string {
+  return job.voice.source === "file"
+    ? `${job.voice.sha256}${job.voice.saveAs ? `:${job.voice.saveAs}` : ""}`
+    : "";
+}

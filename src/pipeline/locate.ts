@@ -1,0 +1,64 @@
+// Where a run's state lives, found one way by every command (run, status, report, cancel): from the
+// manifest as the full loader reads it, so the name is validated before any path is built from it,
+// and a quick parse can never point a command at another run's state.
+import { existsSync } from "node:fs";
+import { realpath } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { RunState } from "../engine/state.js";
+import { type LoadedManifest, loadManifest, type ManifestInfo, type Problem } from "../manifest/index.js";
+
+export interface LocatedRun {
+  loaded: LoadedManifest;
+  manifest: ManifestInfo;
+  /** The manifest's real path: what the state records as its owner. */
+  realPath: string;
+  statePath: string;
+}
+
+export type Located = { ok: true; run: LocatedRun } | { ok: false; errors: Problem[]; warnings: Problem[] };
+
+export function defaultStatePath(manifestDir: string, name: string): string {
+  return join(manifestDir, ".clapper", name, "state.jsonl");
+}
+
+/**
+ * Loads the manifest offline (no service is asked; speech lines are priced later) and names its
+ * state. A manifest with errors has no state: every path would be built from unchecked input.
+ */
+export async function locateRun(o: { manifest: string; cwd: string; state?: string }): Promise<Located> {
+  const loaded = await loadManifest(o.manifest, { cwd: o.cwd });
+  if (!loaded.manifest || loaded.errors.length > 0) {
+    return { ok: false, errors: loaded.errors, warnings: loaded.warnings };
+  }
+  const manifest = loaded.manifest;
+  const statePath = o.state ? resolve(o.cwd, o.state) : defaultStatePath(manifest.dir, manifest.name);
+  const realPath = await realpath(manifest.path).catch(() => manifest.path);
+  return { ok: true, run: { loaded, manifest, realPath, statePath } };
+}
+
+export interface Ownership {
+  /** The state belongs to another manifest that still exists: using it would mix two runs. */
+  refuse?: string;
+  /** The state's manifest is gone (moved or renamed): this one takes the state over. */
+  warning?: string;
+  /** Whether the state must now record this manifest as its owner. */
+  record: boolean;
+}
+
+/** Whether `located`'s manifest may use `state`. */
+export function checkOwner(state: RunState, located: LocatedRun): Ownership {
+  const owner = state.manifest_path;
+  if (owner === located.realPath) return { record: false };
+  if (owner === undefined) return { record: true };
+  const name = located.manifest.name;
+  if (existsSync(owner)) {
+    return {
+      record: false,
+      refuse: `the state ${located.statePath} belongs to ${owner}, another manifest named "${name}": two manifests with one name would share state and outputs; give this one another name (name: ...), or its own --state and --output`,
+    };
+  }
+  return {
+    record: true,
+    warning: `the state ${located.statePath} was made for ${owner}, which no longer exists; ${located.manifest.display} takes it over (moved or renamed?)`,
+  };
+}

@@ -1,0 +1,318 @@
+// The kill loop of issue 9: runs of every kind (a plain run, --fresh, --retry-failed, a resume)
+// killed with SIGKILL at random moments of their whole life, then run again until one completes.
+// After every completed run, from outside: tasks created at the sandbox == attempts recorded in
+// the journal, points.spent == the balance drop of the campaign, the committed points never above
+// the cap at any moment (sampled at the sandbox), every stored file's sha256 as report.json says,
+// no temporary file, no lock. And SIGTERM during downloads: exit 4, nothing left behind.
+//
+// The randomness is seeded: CLAPPER_KILL_SEED=N replays a failing sequence (the seed is printed).
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Report } from "../../src/pipeline/report.js";
+import {
+  type Balance,
+  cli,
+  cliEnv,
+  journalRecords,
+  leftovers,
+  readReport,
+  replay,
+  rng,
+  type SandboxProcess,
+  settledBalance,
+  staleBuild,
+  startSandbox,
+  statsDelta,
+  verifyOutputs,
+  type Workspace,
+  workspace,
+} from "./harness.js";
+
+const SEED = Number(process.env.CLAPPER_KILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const random = rng(SEED);
+const between = (lo: number, hi: number) => Math.floor(lo + random() * (hi - lo + 1));
+const RUN_FLAGS = ["--log-format", "json", "--poll-interval", "0.05", "--max-attempts", "2"];
+/** The run's cap: room for a whole generation, a --fresh one and the retries, and no more. */
+const CAP = 400;
+
+/** Three shots, three lines, one line that always fails (for --retry-failed). */
+function manifestText(name: string): string {
+  return [
+    `name: ${name}`,
+    "output: ./output",
+    `budget: { max_points: ${CAP} }`,
+    "defaults:",
+    '  shot: { model: Vid-H3, resolution: 480P, duration: 4, ratio: "16:9" }',
+    '  line: { language: EN, voice: "preset:en_female_bright" }',
+    "shots:",
+    '  - { id: s01, prompt: "Wide shot: a lighthouse on a cliff at dusk" }',
+    '  - { id: s02, prompt: "The lamp room, the lens starts to turn", resolution: 768P }',
+    '  - { id: s03, prompt: "Waves break on the rocks below", duration: 6 }',
+    "lines:",
+    '  - { id: n01, text: "Every night, the light came on at seven." }',
+    '  - { id: n02, text: "And every night, someone was watching.", speed: 0.9 }',
+    '  - { id: n03, text: "The sea was calm." }',
+    '  - { id: n04, text: "This line never renders [sandbox:fail]" }',
+    "",
+  ].join("\n");
+}
+
+type Command = "plain" | "fresh" | "retry";
+const FLAGS: Record<Command, string[]> = { plain: [], fresh: ["--fresh"], retry: ["--retry-failed"] };
+
+/**
+ * A campaign: runs of these commands, each killed at a random moment `kills` times, then (for the
+ * last) run until it completes. Killed runs of one campaign and the completed one are one run.
+ */
+type Campaign = Array<{ command: Command; kills: number }>;
+
+const LANES = 2;
+let lanes: SandboxProcess[] = [];
+
+beforeAll(async () => {
+  expect(staleBuild(), "dist/ is older than src/: run `npm run build` first").toEqual([]);
+  lanes = await Promise.all(Array.from({ length: LANES }, () => startSandbox(0.002)));
+});
+
+afterAll(async () => {
+  await Promise.all(lanes.map((sb) => sb.close()));
+});
+
+/** Watches the sandbox's available points while a campaign runs: the deepest drop below `from`. */
+function watchCommitted(sb: SandboxProcess, from: Balance) {
+  let deepest = 0;
+  let on = true;
+  const loop = (async () => {
+    while (on) {
+      const b = await sb.balance().catch(() => undefined);
+      if (b) deepest = Math.max(deepest, from.available_points - b.available_points);
+      await new Promise((r) => setTimeout(r, 15));
+    }
+  })();
+  return {
+    async stop() {
+      on = false;
+      await loop;
+      return deepest;
+    },
+  };
+}
+
+interface Log {
+  label: string;
+  runs: string[];
+}
+
+async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign, log: Log): Promise<Report> {
+  const before = await settledBalance(sb);
+  const watch = watchCommitted(sb, before);
+  let completed: { code: number | null } | undefined;
+  try {
+    for (const [index, step] of campaign.entries()) {
+      const last = index === campaign.length - 1;
+      for (let k = 0; k < step.kills; k++) {
+        const ms = between(80, 1800);
+        const r = await cli(["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]], {
+          cwd: ws.dir,
+          env: cliEnv(sb),
+          killAfterMs: ms,
+        }).done;
+        log.runs.push(
+          r.signal === "SIGKILL" ? `${step.command} killed at ${ms} ms` : `${step.command} exit ${r.code}`,
+        );
+        if (r.signal !== "SIGKILL") {
+          // It finished before the kill: a completed run. Only the last step may complete.
+          expect([0, 1], `${log.label}: ${r.messages.join("\n")}`).toContain(r.code);
+          if (!last) return await readReport(ws);
+          completed = r;
+          break;
+        }
+      }
+      if (last && !completed) {
+        const r = await cli(["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]], {
+          cwd: ws.dir,
+          env: cliEnv(sb),
+        }).done;
+        log.runs.push(`${step.command} exit ${r.code}`);
+        expect([0, 1], `${log.label}: ${r.messages.join("\n")}`).toContain(r.code);
+        completed = r;
+      }
+    }
+  } finally {
+    const deepest = await watch.stop();
+    // The committed points (reserved and spent at the sandbox) never above the cap, at any moment.
+    expect(deepest, `${log.label}: committed ${deepest} > cap ${CAP}`).toBeLessThanOrEqual(CAP);
+  }
+  const report = await readReport(ws);
+  const after = await settledBalance(sb);
+  // The campaign's report is the truth about what it cost.
+  expect(report.points.spent, `${log.label}: spent vs balance drop`).toBe(
+    before.total_points - after.total_points,
+  );
+  expect(report.points.spent, log.label).toBeLessThanOrEqual(CAP);
+  return report;
+}
+
+async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[]): Promise<Log> {
+  const name = `kill-${label}`;
+  const ws = await workspace(name, { text: manifestText(name) });
+  const log: Log = { label: `${name} (seed ${SEED})`, runs: [] };
+  try {
+    const created0 = await sb.stats();
+    const balance0 = await settledBalance(sb);
+    for (const campaign of campaigns) {
+      const report = await campaignOf(sb, ws, campaign, log);
+      // After every completed run: tasks created == attempts recorded (all campaigns of the state).
+      const state = replay(await journalRecords(ws.statePath));
+      const attempts = Object.values(state.jobs).flatMap((j) => j.attempts);
+      const withTask = attempts.filter((a) => a.taskId !== undefined);
+      const tasks = statsDelta(created0, await sb.stats()).tasks;
+      expect(tasks, `${log.label}: tasks created vs attempts recorded\n${log.runs.join("\n")}`).toBe(
+        withTask.length,
+      );
+      expect(new Set(withTask.map((a) => a.taskId)).size, log.label).toBe(withTask.length);
+      // No created task is left open: each was followed to its end and settled.
+      expect(
+        withTask.filter((a) => a.spent === undefined),
+        log.label,
+      ).toEqual([]);
+      // Every point that left the balance is in some attempt of the journal.
+      const paid = attempts.reduce((sum, a) => sum + (a.replayed ? 0 : (a.spent ?? 0)), 0);
+      expect(balance0.total_points - (await settledBalance(sb)).total_points, log.label).toBe(paid);
+      // Outputs as the report says; nothing half-written; the lock released.
+      const ok = report.jobs.filter((j) => j.status === "succeeded" || j.status === "skipped");
+      expect(ok.map((j) => j.id).sort(), log.label).toEqual([
+        "line/n01",
+        "line/n02",
+        "line/n03",
+        "shot/s01",
+        "shot/s02",
+        "shot/s03",
+      ]);
+      expect(report.jobs.find((j) => j.id === "line/n04")?.status, log.label).toBe("failed");
+      expect(await verifyOutputs({ ...report, jobs: ok }), log.label).toEqual([]);
+      expect(leftovers(ws.outputDir), log.label).toEqual([]);
+      expect(existsSync(`${ws.statePath}.lock`), log.label).toBe(false);
+    }
+    return log;
+  } catch (error) {
+    (error as Error).message += `\nruns: ${log.runs.join(" -> ")}`;
+    throw error;
+  } finally {
+    await ws.remove();
+  }
+}
+
+describe("the kill loop: random SIGKILLs over runs, --fresh, --retry-failed and resumes", () => {
+  it("holds every promise after every completed run: 8 iterations, 4 kinds", {
+    timeout: 240_000,
+  }, async () => {
+    const kinds: Array<[string, Campaign[]]> = [
+      // A plain run killed, resumed; then --fresh killed and run again (resumed, not restarted);
+      // then --retry-failed killed and resumed; then a plain run with nothing to do.
+      [
+        "fresh-after-run",
+        [
+          [{ command: "plain", kills: 2 }],
+          [{ command: "fresh", kills: 3 }],
+          [{ command: "retry", kills: 2 }],
+          [{ command: "plain", kills: 0 }],
+        ],
+      ],
+      // A plain run killed, then --fresh over the unfinished campaign, killed too.
+      [
+        "fresh-mid-run",
+        [
+          [
+            { command: "plain", kills: 2 },
+            { command: "fresh", kills: 2 },
+          ],
+        ],
+      ],
+      // --fresh three times in a row, each killed; the next plain run resumes the fresh one.
+      [
+        "fresh-killed-then-plain",
+        [
+          [{ command: "plain", kills: 0 }],
+          [
+            { command: "fresh", kills: 3 },
+            { command: "plain", kills: 1 },
+          ],
+        ],
+      ],
+      // --retry-failed killed repeatedly on a state whose first run completed.
+      ["retry", [[{ command: "plain", kills: 1 }], [{ command: "retry", kills: 3 }]]],
+    ];
+    const plans = [...kinds, ...kinds].map(([label, campaigns], i) => ({
+      label: `${label}-${i}`,
+      campaigns,
+    }));
+    const logs: Log[] = [];
+    const queue = [...plans];
+    try {
+      await Promise.all(
+        lanes.map(async (sb) => {
+          for (let next = queue.shift(); next; next = queue.shift()) {
+            logs.push(await iteration(sb, next.label, next.campaigns));
+          }
+        }),
+      );
+    } finally {
+      console.log(
+        `kill loop (seed ${SEED}):\n${logs.map((l) => `${l.label}: ${l.runs.join(" -> ")}`).join("\n")}`,
+      );
+    }
+    expect(logs).toHaveLength(plans.length);
+    // The kills did land: most runs of the loop were killed, not completed.
+    const killed = logs.flatMap((l) => l.runs).filter((r) => r.includes("killed")).length;
+    expect(killed).toBeGreaterThanOrEqual(20);
+  });
+});
+
+describe("SIGTERM during downloads", () => {
+  it("exits 4 with the lock released and no partial file, every time; the next run finishes without a new task", {
+    timeout: 120_000,
+  }, async () => {
+    const sb = lanes[0] as SandboxProcess;
+    await sb.pad(20 * 1024 * 1024);
+    try {
+      for (let i = 0; i < 6; i++) {
+        const ws = await workspace(`term-${i}`, { text: manifestText(`term-${i}`) });
+        try {
+          const before = await sb.stats();
+          const delay = between(1, 60);
+          const r = await cli(["run", ws.manifest, ...RUN_FLAGS], {
+            cwd: ws.dir,
+            env: cliEnv(sb),
+            on: (e) =>
+              e.event === "status" && e.status === "succeeded" && String(e.job).startsWith("shot/")
+                ? "SIGTERM"
+                : undefined,
+            onDelayMs: delay,
+          }).done;
+          expect(r.signal, `round ${i}: ${r.messages.join("\n")}`).toBeNull();
+          expect(r.code, `round ${i} (+${delay} ms): ${r.messages.join("\n")}`).toBe(4);
+          expect(existsSync(`${ws.statePath}.lock`), `round ${i}`).toBe(false);
+          expect(leftovers(ws.outputDir), `round ${i}`).toEqual([]);
+          expect(r.messages.join("\n")).not.toMatch(/Unhandled|AbortError|ERR_/);
+          const again = await cli(["run", ws.manifest, ...RUN_FLAGS], {
+            cwd: ws.dir,
+            env: cliEnv(sb),
+          }).done;
+          expect(again.code, again.messages.join("\n")).toBe(1);
+          const report = await readReport(ws);
+          const tasks = statsDelta(before, await sb.stats()).tasks;
+          // Seven jobs, one line failing twice: eight tasks, none twice.
+          expect(tasks, `round ${i}`).toBe(8);
+          const ok = report.jobs.filter((j) => j.status === "succeeded");
+          expect(ok).toHaveLength(6);
+          expect(await verifyOutputs({ ...report, jobs: ok })).toEqual([]);
+        } finally {
+          await ws.remove();
+        }
+      }
+    } finally {
+      await sb.pad(0);
+    }
+  });
+});
