@@ -107,6 +107,8 @@ export type RunRecord =
       epoch?: number | string;
       /** `--fresh`: regenerate every job not in flight, in a new epoch (once per campaign). */
       fresh?: boolean;
+      /** With `--only`, the jobs `--fresh` regenerates; the others keep their results. */
+      fresh_jobs?: string[];
       manifest_path?: string;
     }
   | { t: "finish"; finished_at: string; balance_after?: number }
@@ -162,7 +164,8 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       if (r.fresh) {
         if (!state.run.fresh) {
           state.run.fresh = true;
-          for (const job of Object.values(state.jobs)) freshen(job);
+          const chosen = r.fresh_jobs ? new Set(r.fresh_jobs) : undefined;
+          for (const job of Object.values(state.jobs)) if (!chosen || chosen.has(job.id)) freshen(job);
         }
       }
       // Older journals started a fresh run in a new file with only the epoch on its first record.

@@ -288,6 +288,9 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         started_at: new Date().toISOString(),
         manifest_path: located.realPath,
         ...(applyFresh ? { fresh: true, epoch: randomUUID() } : {}),
+        ...(applyFresh && only
+          ? { fresh_jobs: planned.jobs.filter((job) => matchesOnly(job, only)).map((job) => job.id) }
+          : {}),
       },
       ...planned.jobs.map(
         (job): RunRecord => ({

@@ -149,6 +149,22 @@ describe("money", () => {
   });
 });
 
+describe("--fresh with --only", () => {
+  it("regenerates only the jobs named; the others keep their results, and a later run pays for nothing", async () => {
+    const { s, w } = await setup();
+    const manifest = await w.manifest({ shots, lines: lines.slice(0, 1) });
+    expect((await runIn(s, manifest)).outcome.exitCode).toBe(0);
+    const fresh = (await runIn(s, manifest, { fresh: true, only: ["shot/s01"] })).outcome;
+    expect(fresh.exitCode).toBe(0);
+    expect(created(await s.stats())).toBe(4);
+    expect(job(fresh, "shot/s01")).toMatchObject({ status: "succeeded", attempts: 1 });
+    const after = (await runIn(s, manifest)).outcome;
+    expect(after.exitCode).toBe(0);
+    expect(created(await s.stats())).toBe(4);
+    expect(after.report!.counts).toMatchObject({ skipped: 3, succeeded: 0 });
+  });
+});
+
 describe("data", () => {
   it("a second manifest with the same name is refused, never mixed into the first one's state (item 7)", async () => {
     const { s, w } = await setup();
