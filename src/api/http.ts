@@ -91,6 +91,8 @@ export interface RequestOptions<T> {
   policy: PolicyName;
   idempotencyKey?: string;
   signal?: AbortSignal;
+  /** Aborts the request only while no attempt has left yet (see CallOptions.queueSignal). */
+  queueSignal?: AbortSignal;
   /** Names the call in messages: "create video task". */
   what: string;
 }
@@ -150,11 +152,6 @@ export class HttpClient {
     this.userAgent = options.userAgent ?? "clapper";
     this.gate = options.gate;
     this.allowPrivateUrls = options.allowPrivateUrls ?? false;
-  }
-
-  /** The service's time now, in milliseconds, as far as its answers tell. */
-  serviceNow(): number {
-    return Date.now() + this.clockOffsetMs;
   }
 
   private noteClock(header: string | string[] | undefined): void {
@@ -269,7 +266,7 @@ export class HttpClient {
    */
   private async withRetries<T>(
     policy: RetryPolicy,
-    opts: { signal?: AbortSignal; what: string },
+    opts: { signal?: AbortSignal; queueSignal?: AbortSignal; what: string },
     where: { method: string; path: string },
     attempt: (n: number, signal: AbortSignal, started: number) => Promise<T>,
     mode: { gated: boolean; streaming?: boolean } = { gated: true },
@@ -277,8 +274,16 @@ export class HttpClient {
     // Whether any attempt was let go: an abort before that certainly sent nothing.
     let dispatched = false;
     const aborted = () => new AbortedError(`${opts.what}: aborted`, dispatched);
+    // Invariant: the queue signal counts only until the first attempt leaves; after that, a request
+    // that may have reached the service is carried through to its answer (or the caller's signal).
+    const stopped = () =>
+      opts.signal?.aborted === true || (!dispatched && opts.queueSignal?.aborted === true);
+    const waitSignal = () =>
+      !dispatched && opts.queueSignal
+        ? AbortSignal.any([opts.queueSignal, ...(opts.signal ? [opts.signal] : [])])
+        : opts.signal;
     for (let n = 1; ; n++) {
-      if (opts.signal?.aborted) throw aborted();
+      if (stopped()) throw aborted();
       let started = performance.now();
       let failure: ClapperApiError;
       let sureNotDone: boolean;
@@ -292,7 +297,7 @@ export class HttpClient {
         return attempt(n, AbortSignal.any(signals), started);
       };
       try {
-        return await (this.gate && mode.gated ? this.gate.run(where.path, go, opts.signal) : go());
+        return await (this.gate && mode.gated ? this.gate.run(where.path, go, waitSignal()) : go());
       } catch (error) {
         if (!(error instanceof ClapperApiError)) {
           const code = errorCode(error);
@@ -306,7 +311,7 @@ export class HttpClient {
             "http attempt",
           );
         }
-        if (opts.signal?.aborted) throw aborted();
+        if (stopped()) throw aborted();
         if (error instanceof ClapperApiError) {
           // 408 arrives as a TimeoutError: worth retrying like a lost answer.
           const retryable =

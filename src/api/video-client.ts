@@ -21,6 +21,11 @@ import {
 
 export interface CallOptions {
   signal?: AbortSignal;
+  /**
+   * Gives the request up only while it is still waiting for its first turn: once an attempt has
+   * left, only `signal` stops it (a create that may have reached the service must be answered).
+   */
+  queueSignal?: AbortSignal;
 }
 
 /** Checks a request against its schema before anything is sent: a refused request costs nothing. */
@@ -205,6 +210,9 @@ export class VideoClient {
   }
 }
 
-export function signalOf(opts: CallOptions): { signal?: AbortSignal } {
-  return opts.signal ? { signal: opts.signal } : {};
+export function signalOf(opts: CallOptions): { signal?: AbortSignal; queueSignal?: AbortSignal } {
+  return {
+    ...(opts.signal ? { signal: opts.signal } : {}),
+    ...(opts.queueSignal ? { queueSignal: opts.queueSignal } : {}),
+  };
 }

@@ -31,6 +31,8 @@ export class Journal<S, R extends { t: string }> {
   /** Pending writes in call order: the order on disk is the order of calls. */
   private readonly queue: Queued[] = [];
   private draining: Promise<void> | undefined;
+  /** Set when another process took the state over: nothing more may reach its file. */
+  private frozen = false;
 
   private constructor(
     private readonly options: JournalOptions<S, R>,
@@ -113,14 +115,25 @@ export class Journal<S, R extends { t: string }> {
   append(input: R, { durable = false }: { durable?: boolean } = {}): Promise<void> {
     const record = this.options.sanitize ? this.options.sanitize(input) : input;
     this.options.apply(this.state, record);
+    if (this.frozen) return Promise.resolve();
     this.records += 1;
     const written = this.enqueue({ kind: "line", line: `${JSON.stringify(record)}\n`, durable });
     if (this.records >= (this.options.compactEvery ?? 10_000)) void this.compact().catch(() => undefined);
     return written;
   }
 
+  /**
+   * From now on, records change the state in memory only (the run winds down on what it knows) and
+   * nothing more is written: the file belongs to the process that took the lock over.
+   */
+  freeze(): void {
+    this.frozen = true;
+    for (const q of this.queue.splice(0)) q.resolve();
+  }
+
   /** Rewrites the journal as one snapshot: write aside, flush, rename (atomic on POSIX). */
   compact(): Promise<void> {
+    if (this.frozen) return Promise.resolve();
     // The snapshot is taken now: it holds exactly the records appended so far. Their lines are
     // ahead of it in the queue (and end up in the file it replaces); later lines follow it.
     const snapshot = `${JSON.stringify({ t: "snapshot", state: this.state })}\n`;

@@ -29,6 +29,11 @@ export interface Attempt {
   /** What the service actually charged; set when the attempt ended. */
   spent?: number;
   /**
+   * The campaign that settled it: the report that learns a cost counts it, even for an attempt a
+   * finished campaign left open (so every point paid is in some report).
+   */
+  settledIn?: number;
+  /**
    * The Idempotency-Key returned a task created before this attempt's intent (an earlier state, a
    * second machine, an edit reverted): its points were paid where it was first created, not here.
    */
@@ -57,6 +62,15 @@ export interface JobState {
   skipped?: boolean;
   /** Points spent in a campaign by versions of this job that were edited since. */
   carried?: { campaign: number; points: number };
+  /**
+   * Attempts of edited-away versions that were still open: their tasks are followed to their end
+   * and settled (never collected), so no created task is forgotten when a row changes.
+   */
+  previous?: Attempt[];
+  /** The campaign whose `--fresh` regenerated this job: a later `--fresh` of it resumes, not restarts. */
+  freshIn?: number;
+  /** First attempt number that counts toward `--max-attempts` (after a `--fresh`). */
+  countFrom?: number;
 }
 
 export interface RunState {
@@ -68,7 +82,7 @@ export interface RunState {
     finished_at?: string;
     /** The balance when the run ended, kept so a report written again from state still shows it. */
     balance_after?: number;
-    /** Started by `--fresh`: a later `--fresh` resumes this campaign instead of starting over. */
+    /** Journals written before `fresh` records: a `--fresh` started this campaign. */
     fresh?: boolean;
   };
   /**
@@ -105,12 +119,15 @@ export type RunRecord =
       manifest: string;
       started_at: string;
       epoch?: number | string;
-      /** `--fresh`: regenerate every job not in flight, in a new epoch (once per campaign). */
+      /** Journals before `fresh` records: this run started a fresh campaign. */
       fresh?: boolean;
-      /** With `--only`, the jobs `--fresh` regenerates; the others keep their results. */
-      fresh_jobs?: string[];
       manifest_path?: string;
     }
+  /**
+   * `--fresh`: these jobs are generated again, in a new epoch (so nothing earlier is replayed).
+   * Written once per job and campaign: a `--fresh` that did not finish is resumed, not restarted.
+   */
+  | { t: "fresh"; epoch: string; jobs: string[] }
   | { t: "finish"; finished_at: string; balance_after?: number }
   | { t: "job"; id: string; kind: JobKind; fingerprint: string; estimate: number }
   | { t: "skip"; id: string }
@@ -129,6 +146,8 @@ export type RunRecord =
       error?: { code: string; message: string };
       fate?: Fate;
       replayed?: boolean;
+      /** An attempt of an edited-away version (in `previous`): settled, the job itself unchanged. */
+      previous?: boolean;
     }
   | { t: "stored"; id: string; output: StoredOutput }
   /**
@@ -161,16 +180,18 @@ export function applyRecord(state: RunState, r: RunRecord): void {
         delete state.balance_before;
       }
       if (r.manifest_path !== undefined) state.manifest_path = r.manifest_path;
-      if (r.fresh) {
-        if (!state.run.fresh) {
-          state.run.fresh = true;
-          const chosen = r.fresh_jobs ? new Set(r.fresh_jobs) : undefined;
-          for (const job of Object.values(state.jobs)) if (!chosen || chosen.has(job.id)) freshen(job);
-        }
-      }
+      if (r.fresh) state.run.fresh = true;
       // Older journals started a fresh run in a new file with only the epoch on its first record.
       if (r.epoch !== undefined) state.epoch = r.epoch;
       break;
+    case "fresh": {
+      state.epoch = r.epoch;
+      for (const id of r.jobs) {
+        const job = state.jobs[id];
+        if (job) freshen(job, state.campaign);
+      }
+      break;
+    }
     case "finish":
       if (state.run) {
         state.run.finished_at = r.finished_at;
@@ -187,6 +208,10 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       // New, or edited: an edited job starts over (its old output stays recorded until replaced).
       // What its earlier version spent in this campaign stays counted: the points are gone.
       const carried = existing ? spentPoints(existing, state.campaign) : 0;
+      // A task still running for the old version is not forgotten: it is followed and settled.
+      const open = existing
+        ? [...(existing.previous ?? []), ...existing.attempts].filter((a) => a.spent === undefined)
+        : [];
       state.jobs[r.id] = {
         id: r.id,
         kind: r.kind,
@@ -196,6 +221,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
         attempts: [],
         ...(existing?.output ? { output: existing.output } : {}),
         ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
+        ...(open.length > 0 ? { previous: open } : {}),
       };
       break;
     }
@@ -258,14 +284,17 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       break;
     }
     case "settled": {
-      const a = attempt(state.jobs[r.id], r.n);
+      const job = state.jobs[r.id];
+      const a = r.previous
+        ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined)
+        : attempt(job, r.n);
       if (a) {
         a.spent = r.spent;
+        a.settledIn = state.campaign;
         if (r.error) a.error = r.error;
         if (r.replayed) a.replayed = true;
       }
-      const job = state.jobs[r.id];
-      if (!job) break;
+      if (!job || r.previous) break;
       if (r.fate) {
         job.status = r.fate;
         if (r.error) job.error = r.error;
@@ -317,10 +346,13 @@ export function applyRecord(state: RunState, r: RunRecord): void {
  * `--fresh`: the job is generated again. What is in flight (an open attempt, a paid result not yet
  * stored) is kept: it is new work already paid for, and forgetting it would pay for it twice.
  */
-function freshen(job: JobState): void {
+function freshen(job: JobState, campaign: number): void {
+  job.freshIn = campaign;
   if (openAttempt(job) || job.status === "collecting") return;
   job.status = "pending";
   job.skipped = false;
+  // Attempts made before count no more toward --max-attempts: this is a new generation.
+  job.countFrom = job.attempts.length + 1;
   delete job.output;
   delete job.error;
 }
@@ -330,9 +362,17 @@ export function attemptCost(a: Attempt): number {
   return a.replayed ? 0 : (a.spent ?? 0);
 }
 
+/** The campaign an attempt's cost belongs to: the one that settled it. */
+export function paidIn(a: Attempt): number {
+  return a.settledIn ?? a.campaign;
+}
+
 /** What the job cost in this campaign: its attempts that ended, and earlier versions' spending. */
 export function spentPoints(job: JobState, campaign: number): number {
-  const own = job.attempts.reduce((sum, a) => sum + (a.campaign === campaign ? attemptCost(a) : 0), 0);
+  let own = 0;
+  for (const a of job.attempts) if (paidIn(a) === campaign) own += attemptCost(a);
+  for (const a of job.previous ?? [])
+    if (a.spent !== undefined && paidIn(a) === campaign) own += attemptCost(a);
   return own + (job.carried?.campaign === campaign ? job.carried.points : 0);
 }
 

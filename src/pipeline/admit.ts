@@ -4,11 +4,11 @@
 
 import {
   applyRecord,
-  attemptCost,
   type JobState,
   openAttempt,
   type RunRecord,
   type RunState,
+  spentPoints,
 } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
@@ -28,6 +28,11 @@ export interface AdmitInput {
   state: RunState;
   /** The run's opening records (`run`, one `job` per planned job), in the order they will be written. */
   opening: RunRecord[];
+  /**
+   * `--fresh`: a new epoch for the jobs selected that this campaign has not regenerated yet (a
+   * `--fresh` that did not finish is resumed: what it regenerated stays).
+   */
+  fresh?: { epoch: string };
   jobs: readonly Job[];
   /** What the store holds for each job (same order as `jobs`); undefined when absent or not asked. */
   stored: ReadonlyArray<StoreEntry | undefined>;
@@ -61,6 +66,12 @@ export function admit(input: AdmitInput): Admission {
     records.push(r);
     applyRecord(preview, r);
   };
+  if (input.fresh) {
+    const jobs = input.jobs
+      .filter((job) => input.selected(job) && preview.jobs[job.id]?.freshIn !== preview.campaign)
+      .map((job) => job.id);
+    if (jobs.length > 0) more({ t: "fresh", epoch: input.fresh.epoch, jobs });
+  }
 
   const work: Job[] = [];
   const found: Admission["found"] = [];
@@ -73,12 +84,20 @@ export function admit(input: AdmitInput): Admission {
     const key = outputKey(job);
     const open = openAttempt(st);
     // The store is the truth where it can say what it holds (S3 metadata): an object made for this
-    // very request, with its hash recorded, is the job's result whoever made it.
-    const inStore = entry !== undefined && meta?.fingerprint === job.fingerprint && meta.sha256 !== undefined;
+    // very request, with its hash recorded, is the job's result whoever made it; except after a
+    // --fresh of this campaign, when only an object made by one of its new attempts will do.
+    const made = (task: string | undefined) =>
+      task !== undefined && st.attempts.some((a) => a.n >= (st.countFrom ?? 1) && a.taskId === task);
+    const fresh = st.freshIn === preview.campaign;
+    const inStore =
+      entry !== undefined &&
+      meta?.fingerprint === job.fingerprint &&
+      meta.sha256 !== undefined &&
+      (!fresh || made(meta.task));
     const output = entry
       ? { uri: input.uri(key), bytes: entry.bytes, sha256: meta?.sha256 ?? "", fingerprint: job.fingerprint }
       : undefined;
-    if (inStore && output && st.status === "collecting") {
+    if (inStore && output && st.status === "collecting" && meta?.task === st.attempts.at(-1)?.taskId) {
       // Paid for in this state and stored before the run could record it (a kill after the upload):
       // recorded as produced, not as reused, so its points stay counted.
       more({ t: "stored", id: job.id, output });
@@ -118,11 +137,9 @@ export function admit(input: AdmitInput): Admission {
   let spentBefore = 0;
   let openReserved = 0;
   for (const st of Object.values(preview.jobs)) {
-    for (const a of st.attempts) {
+    for (const a of [...st.attempts, ...(st.previous ?? [])])
       if (a.spent === undefined) openReserved += a.reserved;
-      else if (a.campaign === preview.campaign) spentBefore += attemptCost(a);
-    }
-    if (st.carried?.campaign === preview.campaign) spentBefore += st.carried.points;
+    spentBefore += spentPoints(st, preview.campaign);
   }
   const { maxPoints, available } = input;
   const cap = Math.min(

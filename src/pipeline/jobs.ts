@@ -5,7 +5,8 @@
 //   task created before, and an intent never sent is withdrawn rather than left to be re-sent;
 // - a task id is durable as soon as the service answers; a created task is never forgotten: it is
 //   followed to its end and settled, by this process or the next;
-// - the records that decide a job's fate are one record (settled + failed), so no kill splits them;
+// - an attempt's end and the job's fate are one record (settled with its fate), so no kill splits
+//   them; a result found broken after its attempt settled fails the job in one record too;
 // - a result takes its name only once stored and checked, and is recorded after that.
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
@@ -50,7 +51,8 @@ export interface JobContext {
   pricer: SpeechPricer;
   /**
    * With a points cap, each speech create is priced by a pricing read made after the previous
-   * create was answered, one at a time: a price change can then never carry the run past its cap.
+   * create was answered, one at a time: only a price change between that read and the create can
+   * then carry the run past its cap, and the task's own cost stops the run as soon as it shows.
    */
   exactSpeechPricing: boolean;
   video: VideoPoller;
@@ -66,6 +68,8 @@ export interface JobContext {
   signal: AbortSignal;
   log: Logger;
   progress: (job?: Job) => void;
+  /** A journal write failed: the run cannot go on without losing track. */
+  fail: (error: unknown) => void;
 }
 
 /** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
@@ -104,9 +108,14 @@ export class JobRunner {
   /** Why some tasks are left open (could not be followed). */
   unfinished: string | undefined;
   private readonly submit = new AbortController();
-  /** Creates listen here: a stop takes back every create still waiting for its turn. */
+  /** Work that may spend (pricing, staging) listens here: a stop ends it before it spends. */
   private readonly submitSignal: AbortSignal;
   private readonly speechTurn: LimitFunction = pLimit(1);
+  /**
+   * Keys of the intents this process wrote. Only these may be withdrawn when their create never
+   * left: an intent found in the journal may have been sent by the process that wrote it.
+   */
+  private readonly opened = new Set<string>();
 
   constructor(private readonly c: JobContext) {
     this.submitSignal = AbortSignal.any([c.signal, this.submit.signal]);
@@ -150,8 +159,7 @@ export class JobRunner {
     let attempt = openAttempt(st);
     if (!attempt) {
       if (this.stopped) return "done";
-      const done = st.attempts.filter((a) => a.campaign === this.state.campaign).length;
-      if (done >= this.c.maxAttempts) return "done";
+      if (this.tried(st) >= this.c.maxAttempts) return "done";
       if (job.kind === "speech" && this.c.exactSpeechPricing) {
         // Priced, reserved, written ahead and created one at a time (see exactSpeechPricing).
         return this.speechTurn(async () => {
@@ -168,6 +176,81 @@ export class JobRunner {
       if (outcome !== "created") return outcome;
     }
     return this.follow(job);
+  }
+
+  /**
+   * Follows to their end the tasks no job of the manifest will: attempts of an edited-away version
+   * of a row (`previous`) and of rows removed from the manifest. They are settled, never collected,
+   * so every created task is paid for in some report and its reservation ends.
+   */
+  async settleOrphans(st: JobState, removed: boolean): Promise<void> {
+    const open = [
+      ...(st.previous ?? []).filter((a) => a.spent === undefined).map((a) => ({ a, previous: true })),
+      ...(removed
+        ? st.attempts.filter((a) => a.spent === undefined).map((a) => ({ a, previous: false }))
+        : []),
+    ];
+    for (const { a, previous } of open) {
+      if (this.c.signal.aborted) return;
+      const record = { t: "settled" as const, id: st.id, n: a.n, ...(previous ? { previous } : {}) };
+      if (!a.taskId) {
+        // Its request was of a version the manifest no longer has: it cannot be sent again to learn
+        // whether it made a task. Said, and let go.
+        const error = {
+          code: "abandoned",
+          message: `an earlier version's create (attempt ${a.n}) may have reached the service; it cannot be sent again to find out`,
+        };
+        await this.c.journal.append({ ...record, spent: 0, error }, { durable: true });
+        await this.c.ledger.settle(a.reserved, 0);
+        this.c.log.warn({ job: st.id, event: "abandoned", attempt: a.n }, error.message);
+        continue;
+      }
+      let final: VideoTask | SpeechTask;
+      try {
+        const now = Math.floor(Date.now() / 1000);
+        final =
+          st.kind === "video"
+            ? await this.c.video.track(a.taskId, now)
+            : await this.c.speech.track(a.taskId, now);
+      } catch (error) {
+        if (this.c.signal.aborted) return;
+        if (!(error instanceof NotFoundError)) {
+          this.unfinished ??= `some tasks could not be followed (${errorInfo(error).message})`;
+          continue;
+        }
+        const gone = {
+          code: "task_not_found",
+          message: `task ${a.taskId} is not known to the service any more`,
+        };
+        await this.c.journal.append({ ...record, spent: 0, error: gone }, { durable: true });
+        await this.c.ledger.settle(a.reserved, 0);
+        continue;
+      }
+      const ok = final.status === "succeeded";
+      const stated = (final as SpeechTask).point_cost;
+      // A video's cost is its price as reserved; a speech task states its own.
+      const cost = !ok ? 0 : st.kind === "speech" && validCost(stated) ? stated : a.reserved;
+      const replayed = ok && this.isReplay(a, final.created_at);
+      await this.c.journal.append(
+        {
+          ...record,
+          spent: cost,
+          ...(replayed ? { replayed } : {}),
+          ...(ok ? {} : { error: { code: final.status, message: `task ${a.taskId} ended ${final.status}` } }),
+        },
+        { durable: true },
+      );
+      await this.c.ledger.settle(a.reserved, cost);
+      this.c.log.info(
+        { job: st.id, event: "orphan-settled", task_id: a.taskId, status: final.status, cost },
+        "a task of an earlier version was followed to its end",
+      );
+    }
+  }
+
+  /** Attempts of this campaign that count toward --max-attempts (a --fresh starts the count again). */
+  private tried(st: JobState): number {
+    return st.attempts.filter((a) => a.campaign === this.state.campaign && a.n >= (st.countFrom ?? 1)).length;
   }
 
   /** Reserves the job's price in the ledger and writes the intent: the attempt exists from here. */
@@ -200,6 +283,7 @@ export class JobRunner {
     const n = this.st(job).attempts.length + 1;
     const key = idempotencyKey(this.c.name, this.state.epoch, job.id, job.fingerprint, n);
     // Write-ahead: the intent is on disk before the request can reach the service.
+    this.opened.add(key);
     await this.c.journal.append(
       { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now() },
       { durable: true },
@@ -211,21 +295,42 @@ export class JobRunner {
     return openAttempt(this.st(job));
   }
 
-  /** Sends the create (again, with the same key, for an intent a killed run left unanswered). */
+  /**
+   * Sends the create. An intent found in the journal (a killed run's) is sent again with its key
+   * whatever else happened, since only its answer tells whether its task exists; one this process
+   * opened can still be taken back while it waits for its turn, and then nothing was sent.
+   */
   private async create(job: Job, attempt: Attempt): Promise<"created" | Outcome> {
-    if (this.stopped) return "done";
     const n = attempt.n;
-    let taskId: string;
+    const ours = this.opened.has(attempt.key);
+    let body: unknown;
     try {
-      taskId = await this.send(job, attempt.key);
+      body = await this.body(job, ours ? this.submitSignal : this.c.signal);
     } catch (error) {
-      if (error instanceof AbortedError && !error.maybeSent) {
-        // Never sent: nothing exists at the service, so the attempt is taken back.
-        await this.c.journal.append({ t: "withdrawn", id: job.id, n }, { durable: true });
-        await this.c.ledger.settle(attempt.reserved, 0);
-        this.c.progress(job);
+      // Nothing was sent. Ours: taken back when stopped, failed when its materials cannot be
+      // staged. A killed run's intent stays open: it may have been sent with what was staged then.
+      if (ours && this.submitSignal.aborted) return this.withdraw(job, attempt);
+      if (this.c.signal.aborted || !ours) {
+        if (!this.c.signal.aborted)
+          this.c.log.warn(
+            { job: job.id, event: "create-unknown", error: errorInfo(error) },
+            "could not re-send the create; will resume",
+          );
         return "done";
       }
+      await this.settle(job, attempt, 0, { error: errorInfo(error), fate: "failed" });
+      this.c.log.error(
+        { job: job.id, event: "refused", error: errorInfo(error) },
+        "the materials could not be staged",
+      );
+      this.c.progress(job);
+      return "done";
+    }
+    let taskId: string;
+    try {
+      taskId = await this.post(job, body, attempt.key, ours);
+    } catch (error) {
+      if (error instanceof AbortedError && !error.maybeSent && ours) return this.withdraw(job, attempt);
       if (this.c.signal.aborted || error instanceof AbortedError) return "done";
       if (error instanceof InsufficientPointsError) {
         this.stopSubmitting(`the service refused for insufficient points: ${error.message}`, true);
@@ -262,22 +367,38 @@ export class JobRunner {
     return "created";
   }
 
-  private send(job: Job, key: string): Promise<string> {
-    const call = { idempotencyKey: key, signal: this.submitSignal };
-    if (job.kind === "video") {
-      return videoBody(job, this.c.skillIds, this.c.stager, this.submitSignal).then((body) =>
-        this.c.clients.video.createTask(
-          {
-            ...body,
-            ...(this.c.callback
-              ? { callback_url: this.c.callback.url, callback_token: this.c.callback.token }
-              : {}),
-          } as never,
-          call,
-        ),
-      );
-    }
-    return this.c.clients.speech.createTask(speechBody(job, this.c.voiceRefs) as never, call);
+  /** Never sent: nothing exists at the service, so the attempt is taken back. */
+  private async withdraw(job: Job, attempt: Attempt): Promise<Outcome> {
+    await this.c.journal.append({ t: "withdrawn", id: job.id, n: attempt.n }, { durable: true });
+    await this.c.ledger.settle(attempt.reserved, 0);
+    this.c.progress(job);
+    return "done";
+  }
+
+  /** The create body, its materials staged where the service can fetch them. */
+  private body(job: Job, signal: AbortSignal): Promise<unknown> {
+    if (job.kind === "speech") return Promise.resolve(speechBody(job, this.c.voiceRefs));
+    return videoBody(job, this.c.skillIds, this.c.stager, signal).then((body) => ({
+      ...body,
+      ...(this.c.callback
+        ? { callback_url: this.c.callback.url, callback_token: this.c.callback.token }
+        : {}),
+    }));
+  }
+
+  /**
+   * `withdrawable`: a stop may still take the create back while it waits for its first turn (the
+   * queue signal); once an attempt has left, only an interrupt ends it, and its answer is read.
+   */
+  private post(job: Job, body: unknown, key: string, withdrawable: boolean): Promise<string> {
+    const call = {
+      idempotencyKey: key,
+      signal: this.c.signal,
+      ...(withdrawable ? { queueSignal: this.submit.signal } : {}),
+    };
+    return job.kind === "video"
+      ? this.c.clients.video.createTask(body as never, call)
+      : this.c.clients.speech.createTask(body as never, call);
   }
 
   /** Follows the open attempt's task to its end, then settles (and collects) it. */
@@ -367,10 +488,13 @@ export class JobRunner {
   private track(job: Job, attempt: Attempt, taskId: string): Promise<VideoTask | SpeechTask> {
     let last: string | undefined;
     const onUpdate = (task: VideoTask | SpeechTask) => {
-      if (job.kind === "speech") void this.reprice(job, attempt.n, (task as SpeechTask).point_cost);
+      if (job.kind === "speech")
+        void this.reprice(job, attempt.n, (task as SpeechTask).point_cost).catch(this.c.fail);
       if (task.status !== last) {
         last = task.status;
-        void this.c.journal.append({ t: "task", id: job.id, n: attempt.n, status: task.status });
+        void this.c.journal
+          .append({ t: "task", id: job.id, n: attempt.n, status: task.status })
+          .catch(this.c.fail);
         this.c.log.info(
           { job: job.id, event: "status", task_id: taskId, status: task.status },
           "task status",
@@ -406,7 +530,9 @@ export class JobRunner {
       { job: job.id, event: "repriced", reserved: from, cost },
       "the task costs other than estimated: the speech price changed",
     );
-    if (cost > from) void this.c.pricer.refresh().catch(() => undefined);
+    // With exact pricing each create reads the price itself; a read started here could be joined
+    // by a later create and be older than the create before it.
+    if (cost > from && !this.c.exactSpeechPricing) void this.c.pricer.refresh().catch(() => undefined);
     if (!within) {
       const snap = this.c.ledger.snapshot();
       this.stopSubmitting(
@@ -429,12 +555,14 @@ export class JobRunner {
   /**
    * Whether the task was created before this attempt's intent was written: then the key returned
    * a task of an earlier state or another machine, not one this attempt paid for. Both clocks are
-   * read in whole seconds, so anything within three seconds counts as this attempt's own.
+   * read in whole seconds, so anything within three seconds counts as this attempt's own. A
+   * service clock more than five minutes from ours is not trusted for this: nothing is a replay.
    */
   private isReplay(attempt: Attempt, createdAt: number): boolean {
     if (attempt.at === undefined || !Number.isFinite(createdAt) || createdAt <= 0) return false;
-    const intent = attempt.at + this.c.clients.http.clockOffsetMs;
-    return createdAt * 1000 < intent - 3000;
+    const offset = this.c.clients.http.clockOffsetMs;
+    if (Math.abs(offset) > 5 * 60 * 1000) return false;
+    return createdAt * 1000 < attempt.at + offset - 3000;
   }
 
   private async settle(
@@ -455,8 +583,9 @@ export class JobRunner {
       },
       { durable: true },
     );
-    // A replay was paid where it was created: it takes nothing from this run's cap.
-    await this.c.ledger.settle(attempt.reserved, how.replayed ? 0 : spent);
+    // A replay is reported where it was paid, but the cap still counts it: the replay is judged by
+    // a clock the service states, and the cap must hold even if that clock lies.
+    await this.c.ledger.settle(attempt.reserved, spent);
   }
 
   private async collectPaid(job: Job, paid: Attempt): Promise<void> {

@@ -41,24 +41,20 @@ export interface Ownership {
   refuse?: string;
   /** The state's manifest is gone (moved or renamed): this one takes the state over. */
   warning?: string;
-  /** Whether the state must now record this manifest as its owner. */
-  record: boolean;
 }
 
 /** Whether `located`'s manifest may use `state`. */
 export function checkOwner(state: RunState, located: LocatedRun): Ownership {
   const owner = state.manifest_path;
-  if (owner === located.realPath) return { record: false };
-  if (owner === undefined) return { record: true };
+  // No owner recorded (a new state, or one older than this rule): the run records this manifest.
+  if (owner === undefined || owner === located.realPath) return {};
   const name = located.manifest.name;
   if (existsSync(owner)) {
     return {
-      record: false,
       refuse: `the state ${located.statePath} belongs to ${owner}, another manifest named "${name}": two manifests with one name would share state and outputs; give this one another name (name: ...), or its own --state and --output`,
     };
   }
   return {
-    record: true,
     warning: `the state ${located.statePath} was made for ${owner}, which no longer exists; ${located.manifest.display} takes it over (moved or renamed?)`,
   };
 }

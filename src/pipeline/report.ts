@@ -107,6 +107,33 @@ export function buildReport(input: ReportInput): Report {
       ...(replayed ? { replayed: true as const } : {}),
     };
   });
+  // Rows removed from the manifest whose tasks this campaign paid for (or still follows): listed,
+  // as cancelled, so that points.spent stays the sum of the jobs and equal to the balance drop.
+  const planned = new Set(input.jobs.map((j) => j.id));
+  for (const st of Object.values(state.jobs)) {
+    if (planned.has(st.id)) continue;
+    const points = spentPoints(st, campaign);
+    const inFlight = st.attempts.some((a) => a.spent === undefined);
+    if (points === 0 && !inFlight) continue;
+    jobs.push({
+      id: st.id,
+      kind: st.kind,
+      status: "cancelled",
+      task_id: st.attempts.at(-1)?.taskId ?? null,
+      attempts: st.attempts.filter((a) => a.campaign === campaign).length,
+      points,
+      estimated_points: null,
+      fingerprint: st.fingerprint,
+      output: null,
+      error: {
+        code: "removed_from_manifest",
+        message: inFlight
+          ? "no longer in the manifest; its task is still followed to its end"
+          : "no longer in the manifest; its task was followed to its end and paid for",
+      },
+      source: "(removed from the manifest)",
+    });
+  }
   const count = (s: ReportJobStatus) => jobs.filter((j) => j.status === s).length;
   const counts = {
     total: jobs.length,
@@ -117,7 +144,8 @@ export function buildReport(input: ReportInput): Report {
     pending: count("pending"),
   };
   const selected = input.selected ? new Set(input.selected) : undefined;
-  const considered = selected ? jobs.filter((j) => selected.has(j.id)) : jobs;
+  // The run's status is about the manifest's jobs (or those of --only), not rows removed from it.
+  const considered = jobs.filter((j) => (selected ? selected.has(j.id) : planned.has(j.id)));
   const done = considered.filter((j) => j.status === "succeeded" || j.status === "skipped").length;
   const status: Report["run"]["status"] = input.interrupted
     ? "interrupted"

@@ -240,7 +240,20 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       { event: "lock-lost", error: errorInfo(lockLost.signal.reason) },
       "the run's lock was lost; stopping",
     );
+    // Not one more line into a state another process now writes.
+    journal?.freeze();
     stopController.abort(lockLost.signal.reason);
+  };
+  /** A journal write failed (a full disk): going on would lose track of what was paid for. */
+  let broken: Error | undefined;
+  const fail = (error: unknown): void => {
+    if (broken) return;
+    broken = error as Error;
+    options.logger.error(
+      { event: "state-write-failed", error: errorInfo(error) },
+      "the run's state could not be written; stopping",
+    );
+    stopController.abort(error);
   };
   lockLost.signal.addEventListener("abort", onLockLost, { once: true });
   const track = { ...DEFAULT_TRACK_OPTIONS, ...options.track };
@@ -270,15 +283,13 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       sanitize: redactDeep,
     });
     const j = journal;
+    if (lockLost.signal.aborted) j.freeze();
     const state = () => j.state;
     const ownership = checkOwner(state(), located);
     if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
     if (ownership.warning) log.warn({ event: "state-adopted" }, ownership.warning);
 
     // ---- admission: decided on a copy; the journal is written only once the run is admitted ----
-    const campaignOpen = state().run !== undefined && state().run?.finished_at === undefined;
-    // A --fresh that did not finish is resumed by the next one, never restarted.
-    const applyFresh = options.fresh === true && !(campaignOpen && state().run?.fresh === true);
     const opening: RunRecord[] = [
       {
         t: "run",
@@ -287,10 +298,6 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         manifest: manifest.display,
         started_at: new Date().toISOString(),
         manifest_path: located.realPath,
-        ...(applyFresh ? { fresh: true, epoch: randomUUID() } : {}),
-        ...(applyFresh && only
-          ? { fresh_jobs: planned.jobs.filter((job) => matchesOnly(job, only)).map((job) => job.id) }
-          : {}),
       },
       ...planned.jobs.map(
         (job): RunRecord => ({
@@ -313,6 +320,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     const admission = admit({
       state: state(),
       opening,
+      ...(options.fresh ? { fresh: { epoch: randomUUID() } } : {}),
       jobs: planned.jobs,
       stored,
       selected,
@@ -330,8 +338,8 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         message: "the budget or the balance is too small: nothing was submitted",
       };
     }
-    if (applyFresh) await keepCopy(statePath);
-    for (const r of admission.records) void j.append(r);
+    if (admission.records.some((r) => r.t === "fresh")) await keepCopy(statePath);
+    for (const r of admission.records) void j.append(r).catch(fail);
     await j.append({ t: "balance", available }, { durable: true });
     // Every event of this run carries the run's name and id, so interleaved runs stay apart.
     log = options.logger.child({ run: manifest.name, run_id: state().run?.id });
@@ -432,23 +440,39 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       signal: stopController.signal,
       log,
       progress,
+      fail,
     });
 
-    // Video and speech each run under their own in-flight limit; all jobs start together.
-    let running = work.length;
-    const all = Promise.all(
-      work.map((job) => {
-        const limiter = job.kind === "video" ? gate.video : gate.speech;
-        return limiter
-          .tasks(() => runner.run(job))
-          .catch((error) => {
-            log.error({ job: job.id, event: "job-error", error: errorInfo(error) }, "unexpected error");
-          })
-          .finally(() => {
-            running -= 1;
-          });
-      }),
+    // Tasks no job of the manifest follows any more: edited-away versions, removed rows.
+    const planIds = new Set(planned.jobs.map((job) => job.id));
+    const orphans = Object.values(state().jobs).filter(
+      (st) =>
+        (st.previous ?? []).some((a) => a.spent === undefined) ||
+        (!planIds.has(st.id) && st.attempts.some((a) => a.spent === undefined)),
     );
+    // Video and speech each run under their own in-flight limit; all jobs start together.
+    let running = work.length + orphans.length;
+    const done = () => {
+      running -= 1;
+    };
+    const unexpected = (id: string) => (error: unknown) => {
+      if (broken) return;
+      log.error({ job: id, event: "job-error", error: errorInfo(error) }, "unexpected error");
+    };
+    const all = Promise.all([
+      ...work.map((job) =>
+        (job.kind === "video" ? gate.video : gate.speech)
+          .tasks(() => runner.run(job))
+          .catch(unexpected(job.id))
+          .finally(done),
+      ),
+      ...orphans.map((st) =>
+        (st.kind === "video" ? gate.video : gate.speech)
+          .tasks(() => runner.settleOrphans(st, !planIds.has(st.id)))
+          .catch(unexpected(st.id))
+          .finally(done),
+      ),
+    ]);
     // Interrupted: requests in flight are aborted at once, but a request still queued in a throttled
     // limiter only fails when its turn comes. It has sent nothing and every job checks the abort before
     // it writes, so after a short grace the run saves its report and leaves instead of waiting.
@@ -464,6 +488,13 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       log.warn({ event: "interrupted", waiting: running }, "leaving jobs still queued for a request");
     }
 
+    if (broken) {
+      return {
+        exitCode: 1,
+        message: `the run's state could not be written (${errorInfo(broken).message}); it stopped: run again once the disk is fixed (creates in flight are sent again with their keys)`,
+        statePath,
+      };
+    }
     // Another process holds the state now: nothing more is written to it, or to the reports.
     if (lockLost.signal.aborted) {
       return {

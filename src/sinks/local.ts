@@ -128,11 +128,18 @@ export class LocalSink implements Sink {
   async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
     const target = this.localPath(key);
     const dir = dirname(target);
-    await this.prepare(dir);
     const temp = tempName(target);
+    let file: Awaited<ReturnType<typeof open>>;
+    try {
+      await this.prepare(dir);
+      file = await open(temp, "w");
+    } catch (error) {
+      // The folder cannot take the file: the body (a download) is let go at once, not left open.
+      body.destroy();
+      throw error;
+    }
     const hash = createHash("sha256");
     let bytes = 0;
-    const file = await open(temp, "w");
     try {
       // One handle from the first byte to the flush: no second open to sync what was written.
       for await (const chunk of body) {

@@ -153,6 +153,12 @@ export class S3Sink implements Sink {
     const { stream, result } = hashing();
     // pipeline() hears every stream's errors (an aborted download among them) and destroys the rest.
     const source = pipeline(body, stream, () => {});
+    // What went wrong on the way in (a result refused by its check, or over its size limit): that,
+    // not the upload failing because of it, is the error to report.
+    let sourceError: Error | undefined;
+    source.once("error", (error) => {
+      sourceError = error;
+    });
     const Key = this.key(key);
     const metadata = options.metadata ? s3Metadata(options.metadata) : {};
     // Parts of PART_SIZE are buffered two at a time: memory stays flat whatever the file size.
@@ -181,6 +187,7 @@ export class S3Sink implements Sink {
       // lib-storage aborts the multipart upload itself; when the store is unreachable that abort
       // fails too, and the parts are kept (and billed): cleanup() tries again for these keys.
       this.failedKeys.add(Key);
+      if (sourceError && sourceError.name !== "AbortError" && !options.signal?.aborted) throw sourceError;
       throw storeError(error, `writing ${this.uri(key)}`);
     } finally {
       options.signal?.removeEventListener("abort", abort);

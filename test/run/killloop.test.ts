@@ -103,53 +103,61 @@ interface Log {
   runs: string[];
 }
 
+/**
+ * Runs a campaign's steps. A run that completes ends the campaign there: its report is checked
+ * against the balance drop since the campaign began, and the steps left begin a new one (a step
+ * that finished before its kill does not skip the steps after it).
+ */
 async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign, log: Log): Promise<Report> {
-  const before = await settledBalance(sb);
-  const watch = watchCommitted(sb, before);
-  let completed: { code: number | null } | undefined;
-  try {
-    for (const [index, step] of campaign.entries()) {
-      const last = index === campaign.length - 1;
-      for (let k = 0; k < step.kills; k++) {
-        const ms = between(80, 1800);
-        const r = await cli(["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]], {
-          cwd: ws.dir,
-          env: cliEnv(sb),
-          killAfterMs: ms,
-        }).done;
-        log.runs.push(
-          r.signal === "SIGKILL" ? `${step.command} killed at ${ms} ms` : `${step.command} exit ${r.code}`,
-        );
-        if (r.signal !== "SIGKILL") {
-          // It finished before the kill: a completed run. Only the last step may complete.
-          expect([0, 1], `${log.label}: ${r.messages.join("\n")}`).toContain(r.code);
-          if (!last) return await readReport(ws);
-          completed = r;
-          break;
-        }
-      }
-      if (last && !completed) {
-        const r = await cli(["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]], {
-          cwd: ws.dir,
-          env: cliEnv(sb),
-        }).done;
-        log.runs.push(`${step.command} exit ${r.code}`);
-        expect([0, 1], `${log.label}: ${r.messages.join("\n")}`).toContain(r.code);
-        completed = r;
-      }
-    }
-  } finally {
+  let before = await settledBalance(sb);
+  let watch = watchCommitted(sb, before);
+  let report: Report | undefined;
+  const campaignNow = async () => replay(await journalRecords(ws.statePath)).campaign;
+  let started = await campaignNow();
+  const completed = async (r: { code: number | null; messages: string[] }): Promise<void> => {
+    expect([0, 1], `${log.label}: ${r.messages.join("\n")}`).toContain(r.code);
+    started = await campaignNow();
     const deepest = await watch.stop();
     // The committed points (reserved and spent at the sandbox) never above the cap, at any moment.
     expect(deepest, `${log.label}: committed ${deepest} > cap ${CAP}`).toBeLessThanOrEqual(CAP);
+    report = await readReport(ws);
+    const after = await settledBalance(sb);
+    // The campaign's report is the truth about what it cost.
+    expect(report.points.spent, `${log.label}: spent vs balance drop`).toBe(
+      before.total_points - after.total_points,
+    );
+    expect(report.points.spent, log.label).toBeLessThanOrEqual(CAP);
+    before = after;
+    watch = watchCommitted(sb, before);
+  };
+  try {
+    for (const [index, step] of campaign.entries()) {
+      const args = ["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]];
+      let finished = false;
+      for (let k = 0; k < step.kills && !finished; k++) {
+        const ms = between(80, 1800);
+        const r = await cli(args, { cwd: ws.dir, env: cliEnv(sb), killAfterMs: ms }).done;
+        finished = r.signal !== "SIGKILL";
+        log.runs.push(finished ? `${step.command} exit ${r.code}` : `${step.command} killed at ${ms} ms`);
+        if (finished) await completed(r);
+        else if ((await campaignNow()) > started) {
+          // Killed after it recorded its end (while closing): the campaign is complete all the same,
+          // and the runs that follow begin a new one (the last of them ends normally: its lock is
+          // checked then).
+          log.runs.push("(it had ended)");
+          await completed({ code: 1, messages: [] });
+        }
+      }
+      if (index === campaign.length - 1 && !finished) {
+        const r = await cli(args, { cwd: ws.dir, env: cliEnv(sb) }).done;
+        log.runs.push(`${step.command} exit ${r.code}`);
+        await completed(r);
+      }
+    }
+  } finally {
+    await watch.stop();
   }
-  const report = await readReport(ws);
-  const after = await settledBalance(sb);
-  // The campaign's report is the truth about what it cost.
-  expect(report.points.spent, `${log.label}: spent vs balance drop`).toBe(
-    before.total_points - after.total_points,
-  );
-  expect(report.points.spent, log.label).toBeLessThanOrEqual(CAP);
+  if (!report) throw new Error(`${log.label}: no run completed`);
   return report;
 }
 
@@ -250,13 +258,22 @@ describe("the kill loop: random SIGKILLs over runs, --fresh, --retry-failed and 
     const logs: Log[] = [];
     const queue = [...plans];
     try {
-      await Promise.all(
+      // Every lane is waited for, even after one failed: nothing of this test runs on under the next.
+      const lanesDone = await Promise.allSettled(
         lanes.map(async (sb) => {
           for (let next = queue.shift(); next; next = queue.shift()) {
-            logs.push(await iteration(sb, next.label, next.campaigns));
+            try {
+              logs.push(await iteration(sb, next.label, next.campaigns));
+            } catch (error) {
+              // The other lane finishes the iteration it is in, and takes no new one.
+              queue.length = 0;
+              throw error;
+            }
           }
         }),
       );
+      const failed = lanesDone.find((r): r is PromiseRejectedResult => r.status === "rejected");
+      if (failed) throw failed.reason;
     } finally {
       console.log(
         `kill loop (seed ${SEED}):\n${logs.map((l) => `${l.label}: ${l.runs.join(" -> ")}`).join("\n")}`,

@@ -189,3 +189,20 @@ describe("the temporary files of a local output folder", () => {
     }
   });
 });
+
+describe("a write the folder cannot take", () => {
+  it("lets go of the body at once (a download is not left open on its connection)", async () => {
+    const root = await mkdtemp(join(tmpdir(), "clapper-blocked-"));
+    try {
+      // A file where the `shots` folder should be: the folder cannot be made.
+      await writeFile(join(root, "shots"), "in the way");
+      const body = new Readable({ read() {} });
+      body.push(Buffer.alloc(1024));
+      const sink = new LocalSink(root);
+      await expect(sink.write("shots/s01.mp4", body)).rejects.toThrow();
+      expect(body.destroyed).toBe(true);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});

@@ -5,7 +5,9 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CreateMultipartUploadCommand, UploadPartCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { created, job, runIn, setup } from "../run/helpers.js";
+import type { Sandbox } from "../../src/sandbox/index.js";
+import { hostileService } from "../fixtures/hostile.js";
+import { created, job, runIn, setup, workspace } from "../run/helpers.js";
 import { BUCKET, type Store, startStore } from "./helpers.js";
 
 let store: Store;
@@ -113,5 +115,54 @@ describe("S3: what the store holds and what the state knows", () => {
     expect(await store.uploads(prefix)).toEqual([]);
     expect(await store.uploads("elsewhere/")).toHaveLength(1);
     expect(logs.lines().some((l) => l.event === "uploads-aborted" && l.count === 1)).toBe(true);
+  });
+});
+
+describe("S3: --fresh and broken results", () => {
+  it("--fresh regenerates what the store already holds (the store is not trusted for jobs it regenerates)", async () => {
+    const { s, w } = await setup();
+    const manifest = await w.manifest({ name: "ep01", shots: SHOTS, lines: LINES });
+    const output = { output: `s3://${BUCKET}/fresh/`, s3: { endpoint: store.endpoint } };
+    expect((await runIn(s, manifest, output)).outcome.exitCode).toBe(0);
+    const fresh = (await runIn(s, manifest, { ...output, fresh: true })).outcome;
+    expect(fresh.exitCode).toBe(0);
+    expect(fresh.report!.counts).toMatchObject({ succeeded: 3, skipped: 0 });
+    expect(created(await s.stats())).toBe(6);
+    // Each object now holds the new task's result.
+    for (const j of fresh.report!.jobs) {
+      const head = await store.head(j.output!.uri.replace(`s3://${BUCKET}/`, ""));
+      expect(head?.metadata.task).toBe(j.task_id);
+    }
+  });
+
+  it("a result that fails its check on the way into S3 fails the job, not the store", async () => {
+    const key = "sk-ml-s3-broken-result-1";
+    const svc = await hostileService(key, {
+      mutator: { media: (ctx) => (ctx.task?.text.includes("broken") ? { truncate: 2000 } : undefined) },
+    });
+    const w = await workspace();
+    try {
+      const manifest = await w.manifest({
+        name: "ep01",
+        shots: [
+          { id: "s01", prompt: "This one arrives broken" },
+          { id: "s02", prompt: "This one is fine" },
+        ],
+      });
+      const { outcome } = await runIn({ ...svc.sandbox, url: svc.url } as Sandbox, manifest, {
+        key,
+        allowPrivateUrls: true,
+        output: `s3://${BUCKET}/broken/`,
+        s3: { endpoint: store.endpoint },
+      });
+      expect(outcome.exitCode).toBe(1);
+      expect(job(outcome, "shot/s01")).toMatchObject({ status: "failed" });
+      expect(job(outcome, "shot/s01").error?.code).toBe("result_invalid");
+      expect(job(outcome, "shot/s02").status).toBe("succeeded");
+      expect(await store.head("broken/ep01/shots/s01.mp4")).toBeUndefined();
+    } finally {
+      await svc.close();
+      await w.remove();
+    }
   });
 });
