@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { acquireLock } from "../../src/engine/lock.js";
 import { applyRecord, initialState, type RunRecord } from "../../src/engine/state.js";
+import type { Progress } from "../../src/pipeline/run.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
 import { proxy } from "../fixtures/servers.js";
 import { call } from "../helpers/sandbox.js";
@@ -23,6 +24,20 @@ const lines = [
   { id: "n01", shot: "s01", text: "Every night, the light came on at seven." },
   { id: "n02", shot: "s02", text: "And every night, someone was watching." },
 ];
+
+/** Run options that interrupt the run (as Ctrl-C would) once `when` holds for its progress. */
+function interruptWhen(when: (p: Progress) => boolean): {
+  signal: AbortSignal;
+  onProgress: (p: Progress) => void;
+} {
+  const stop = new AbortController();
+  return {
+    signal: stop.signal,
+    onProgress: (p) => {
+      if (when(p)) stop.abort(new Error("test: interrupt"));
+    },
+  };
+}
 
 const price = (s: Sandbox, perTen: number) =>
   call(s.url, "POST", "/_sandbox/pricing", { key: null, body: { text_to_speech: perTen } });
@@ -219,13 +234,9 @@ describe("edited and removed rows with tasks in flight", () => {
     const slow = [{ id: "s01", prompt: "A slow take [sandbox:slow]" }];
     const manifest = await w.manifest({ shots: slow });
     const before = await s.settledTotal();
-    const stop = new AbortController();
     const first = (
       await runIn(s, manifest, {
-        signal: stop.signal,
-        onProgress: (p) => {
-          if (p.counts.running >= 1) stop.abort(new Error("test: interrupt"));
-        },
+        ...interruptWhen((p) => p.counts.running >= 1),
       })
     ).outcome;
     expect(first.exitCode).toBe(4);
@@ -250,13 +261,9 @@ describe("edited and removed rows with tasks in flight", () => {
       ],
     });
     const before = await s.settledTotal();
-    const stop = new AbortController();
     const first = (
       await runIn(s, manifest, {
-        signal: stop.signal,
-        onProgress: (p) => {
-          if (p.counts.running >= 2) stop.abort(new Error("test: interrupt"));
-        },
+        ...interruptWhen((p) => p.counts.running >= 2),
       })
     ).outcome;
     expect(first.exitCode).toBe(4);
@@ -278,15 +285,11 @@ describe("--fresh within one campaign", () => {
     const { s, w } = await setup();
     const manifest = await w.manifest({ shots });
     expect((await runIn(s, manifest)).outcome.exitCode).toBe(0);
-    const stop = new AbortController();
     const partial = (
       await runIn(s, manifest, {
         fresh: true,
         only: ["shot/s01"],
-        signal: stop.signal,
-        onProgress: (p) => {
-          if (p.counts.running >= 1) stop.abort(new Error("test: interrupt"));
-        },
+        ...interruptWhen((p) => p.counts.running >= 1),
       })
     ).outcome;
     expect(partial.exitCode).toBe(4);
@@ -305,14 +308,10 @@ describe("--fresh within one campaign", () => {
         { id: "s02", prompt: "Slow [sandbox:slow]" },
       ],
     });
-    const stop = new AbortController();
     const first = (
       await runIn(s, manifest, {
         maxAttempts: 1,
-        signal: stop.signal,
-        onProgress: (p) => {
-          if (p.counts.failed >= 1) stop.abort(new Error("test: interrupt"));
-        },
+        ...interruptWhen((p) => p.counts.failed >= 1),
       })
     ).outcome;
     expect(first.exitCode).toBe(4);
