@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FILE_LIMITS, FileError, readTextFile } from "../../src/manifest/files.js";
 import { redactKeys, snippet } from "../../src/manifest/problems.js";
 import { png } from "../helpers/png.js";
-import { type Workspace, workspace } from "./workspace.js";
+import { type Workspace, workspace, yaml } from "./workspace.js";
 
 const SECRET = "sk-ml-SECRETabcdefghijklmnopqrstuvwxyz0123456789";
 /** Some of the key that must never be printed (the prefix alone is fine). */
@@ -24,7 +24,6 @@ beforeAll(async () => {
 afterAll(() => ws.remove());
 
 const fifo = (path: string) => execFileSync("mkfifo", [path]);
-const yaml = (...lines: string[]) => `${lines.join("\n")}\n`;
 /** Special files fail fast: a FIFO that blocked would hold the test until its timeout. */
 const FAST = 5_000;
 

@@ -3,7 +3,7 @@
 // paid for: a missing variable or a malformed placeholder is an error at the field.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SpeechJob, VideoJob } from "../../src/manifest/index.js";
-import { type Workspace, workspace } from "./workspace.js";
+import { type Workspace, workspace, yaml } from "./workspace.js";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -11,7 +11,6 @@ beforeAll(async () => {
 });
 afterAll(() => ws.remove());
 
-const yaml = (...lines: string[]) => `${lines.join("\n")}\n`;
 const promptOf = (job: unknown) => (job as VideoJob).request.content[0];
 
 describe("inline text with placeholders", () => {

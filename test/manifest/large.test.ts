@@ -7,15 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
 import { formatProblems, KEPT_PROBLEMS, type Problem, Problems } from "../../src/manifest/problems.js";
 import { MAX_COLUMNS } from "../../src/manifest/source.js";
-import { type Workspace, workspace } from "./workspace.js";
+import { type Workspace, workspace, yaml } from "./workspace.js";
 
 let ws: Workspace;
 beforeAll(async () => {
   ws = await workspace("clapper-large-");
 });
 afterAll(() => ws.remove());
-
-const yaml = (...lines: string[]) => `${lines.join("\n")}\n`;
 
 async function plan(argv: string[]) {
   const out: string[] = [];

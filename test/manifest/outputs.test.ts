@@ -4,15 +4,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Job } from "../../src/manifest/index.js";
 import { outputKey } from "../../src/manifest/outputs.js";
-import { type Workspace, workspace } from "./workspace.js";
+import { type Workspace, workspace, yaml } from "./workspace.js";
 
 let ws: Workspace;
 beforeAll(async () => {
   ws = await workspace("clapper-outputs-");
 });
 afterAll(() => ws.remove());
-
-const yaml = (...lines: string[]) => `${lines.join("\n")}\n`;
 
 describe("outputKey", () => {
   it("names shots/ID.mp4, shots/ID-take-N.mp4 and lines/ID.wav", () => {

@@ -7,7 +7,7 @@ import { dataUrlBytes, MaterialResolver } from "../../src/manifest/materials.js"
 import { formatProblem, Problems } from "../../src/manifest/problems.js";
 import { csvRows } from "../../src/manifest/source.js";
 import { makeWav } from "../../src/sandbox/media.js";
-import { type Workspace, workspace } from "./workspace.js";
+import { type Workspace, workspace, yaml } from "./workspace.js";
 
 let ws: Workspace;
 beforeAll(async () => {
@@ -15,7 +15,6 @@ beforeAll(async () => {
 });
 afterAll(() => ws.remove());
 
-const yaml = (...lines: string[]) => `${lines.join("\n")}\n`;
 const MIME = { image: "image/png", video: "video/mp4", audio: "audio/wav" } as const;
 /** A base64 Data URL of exactly `bytes` bytes (what they are does not matter to a size check). */
 const dataUrl = (kind: keyof typeof MIME, bytes: number) =>

@@ -51,3 +51,6 @@ export async function workspace(prefix = "clapper-manifest-"): Promise<Workspace
     remove: () => rm(root, { recursive: true, force: true }),
   };
 }
+
+/** A YAML (or CSV) file from its lines, newline-terminated. */
+export const yaml = (...lines: string[]): string => `${lines.join("\n")}\n`;
