@@ -7,6 +7,7 @@
 //
 // The randomness is seeded: CLAPPER_KILL_SEED=N replays a failing sequence (the seed is printed).
 import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/pipeline/report.js";
 import {
@@ -61,10 +62,26 @@ type Command = "plain" | "fresh" | "retry";
 const FLAGS: Record<Command, string[]> = { plain: [], fresh: ["--fresh"], retry: ["--retry-failed"] };
 
 /**
- * A campaign: runs of these commands, each killed at a random moment `kills` times, then (for the
- * last) run until it completes. Killed runs of one campaign and the completed one are one run.
+ * A campaign: runs of these commands, each stopped at a random moment `kills` times (SIGKILL, or
+ * now and then SIGTERM), then (for the last) run until it completes. Stopped runs of one campaign
+ * and the completed one are one run. `edit` changes the manifest before the step's runs.
  */
-type Campaign = Array<{ command: Command; kills: number }>;
+type Campaign = Array<{ command: Command; kills: number; edit?: (text: string) => string }>;
+
+/** s02's prompt edited (its task may be running) and n03 removed (likewise). */
+const editRows = (text: string) =>
+  text
+    .replace("The lamp room, the lens starts to turn", "The lamp room, edited: the lens stops")
+    .replace(/^ {2}- \{ id: n03,.*\n/m, "");
+
+/** The jobs a completed run must have stored: every row of the manifest but the failing line. */
+function expectedIds(text: string): string[] {
+  const ids = [...text.matchAll(/^ {2}- \{ id: (\w+),/gm)].map((m) => m[1] as string);
+  return ids
+    .filter((id) => id !== "n04")
+    .map((id) => (id.startsWith("s") ? `shot/${id}` : `line/${id}`))
+    .sort();
+}
 
 const LANES = 2;
 let lanes: SandboxProcess[] = [];
@@ -115,7 +132,7 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
   const campaignNow = async () => replay(await journalRecords(ws.statePath)).campaign;
   let started = await campaignNow();
   const completed = async (r: { code: number | null; messages: string[] }): Promise<void> => {
-    expect([0, 1], `${log.label}: ${r.messages.join("\n")}`).toContain(r.code);
+    expect([0, 1], `${log.label}: exit ${r.code}: ${r.messages.join("\n")}`).toContain(r.code);
     started = await campaignNow();
     const deepest = await watch.stop();
     // The committed points (reserved and spent at the sandbox) never above the cap, at any moment.
@@ -132,13 +149,33 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
   };
   try {
     for (const [index, step] of campaign.entries()) {
+      if (step.edit) {
+        await writeFile(ws.manifest, step.edit(await readFile(ws.manifest, "utf8")));
+        log.runs.push("(manifest edited)");
+      }
       const args = ["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]];
       let finished = false;
       for (let k = 0; k < step.kills && !finished; k++) {
         const ms = between(80, 1800);
-        const r = await cli(args, { cwd: ws.dir, env: cliEnv(sb), killAfterMs: ms }).done;
-        finished = r.signal !== "SIGKILL";
-        log.runs.push(finished ? `${step.command} exit ${r.code}` : `${step.command} killed at ${ms} ms`);
+        // One stop in three is a SIGTERM (the run saves and exits 4), the rest SIGKILL.
+        const term = random() < 1 / 3;
+        // One SIGTERM, `ms` after the first log line (a second would exit at once, as designed).
+        let sent = false;
+        const once = (): "SIGTERM" | undefined => {
+          if (sent) return undefined;
+          sent = true;
+          return "SIGTERM";
+        };
+        const r = await cli(args, {
+          cwd: ws.dir,
+          env: cliEnv(sb),
+          ...(term ? { on: once, onDelayMs: ms, killAfterMs: ms + 20_000 } : { killAfterMs: ms }),
+        }).done;
+        if (term)
+          expect([0, 1, 4], `${log.label}: exit ${r.code}: ${r.messages.join("\n")}`).toContain(r.code);
+        finished = r.signal !== "SIGKILL" && r.code !== 4;
+        const how = term ? "terminated" : "killed";
+        log.runs.push(finished ? `${step.command} exit ${r.code}` : `${step.command} ${how} at ${ms} ms`);
         if (finished) await completed(r);
         else if ((await campaignNow()) > started) {
           // Killed after it recorded its end (while closing): the campaign is complete all the same,
@@ -170,33 +207,27 @@ async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[
     const balance0 = await settledBalance(sb);
     for (const campaign of campaigns) {
       const report = await campaignOf(sb, ws, campaign, log);
-      // After every completed run: tasks created == attempts recorded (all campaigns of the state).
-      const state = replay(await journalRecords(ws.statePath));
-      const attempts = Object.values(state.jobs).flatMap((j) => j.attempts);
-      const withTask = attempts.filter((a) => a.taskId !== undefined);
+      // After every completed run, from the journal's records (edited rows drop their old
+      // attempts from the state, not from the records): tasks created == tasks recorded.
+      const records = await journalRecords(ws.statePath);
+      const recorded = new Set(records.flatMap((r) => (r.t === "created" ? [r.task_id] : [])));
       const tasks = statsDelta(created0, await sb.stats()).tasks;
-      expect(tasks, `${log.label}: tasks created vs attempts recorded\n${log.runs.join("\n")}`).toBe(
-        withTask.length,
+      expect(tasks, `${log.label}: tasks created vs tasks recorded\n${log.runs.join("\n")}`).toBe(
+        recorded.size,
       );
-      expect(new Set(withTask.map((a) => a.taskId)).size, log.label).toBe(withTask.length);
-      // No created task is left open: each was followed to its end and settled.
-      expect(
-        withTask.filter((a) => a.spent === undefined),
-        log.label,
-      ).toEqual([]);
-      // Every point that left the balance is in some attempt of the journal.
-      const paid = attempts.reduce((sum, a) => sum + (a.replayed ? 0 : (a.spent ?? 0)), 0);
+      // No created task is left open: each was followed to its end and settled (edited-away
+      // versions and removed rows included).
+      const state = replay(records);
+      const open = Object.values(state.jobs).flatMap((j) =>
+        [...j.attempts, ...(j.previous ?? [])].filter((a) => a.taskId !== undefined && a.spent === undefined),
+      );
+      expect(open, log.label).toEqual([]);
+      // Every point that left the balance is in some settled record of the journal.
+      const paid = records.reduce((sum, r) => sum + (r.t === "settled" && !r.replayed ? r.spent : 0), 0);
       expect(balance0.total_points - (await settledBalance(sb)).total_points, log.label).toBe(paid);
       // Outputs as the report says; nothing half-written; the lock released.
       const ok = report.jobs.filter((j) => j.status === "succeeded" || j.status === "skipped");
-      expect(ok.map((j) => j.id).sort(), log.label).toEqual([
-        "line/n01",
-        "line/n02",
-        "line/n03",
-        "shot/s01",
-        "shot/s02",
-        "shot/s03",
-      ]);
+      expect(ok.map((j) => j.id).sort(), log.label).toEqual(expectedIds(await readFile(ws.manifest, "utf8")));
       expect(report.jobs.find((j) => j.id === "line/n04")?.status, log.label).toBe("failed");
       expect(await verifyOutputs({ ...report, jobs: ok }), log.label).toEqual([]);
       expect(leftovers(ws.outputDir), log.label).toEqual([]);
@@ -211,8 +242,8 @@ async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[
   }
 }
 
-describe("the kill loop: random SIGKILLs over runs, --fresh, --retry-failed and resumes", () => {
-  it("holds every promise after every completed run: 8 iterations, 4 kinds", {
+describe("the kill loop: random SIGKILLs and SIGTERMs over runs, --fresh, --retry-failed, edits and resumes", () => {
+  it("holds every promise after every completed run: 10 iterations, 5 kinds", {
     timeout: 240_000,
   }, async () => {
     const kinds: Array<[string, Campaign[]]> = [
@@ -250,6 +281,16 @@ describe("the kill loop: random SIGKILLs over runs, --fresh, --retry-failed and 
       ],
       // --retry-failed killed repeatedly on a state whose first run completed.
       ["retry", [[{ command: "plain", kills: 1 }], [{ command: "retry", kills: 3 }]]],
+      // Rows edited and removed while their tasks may be running, between stopped runs.
+      [
+        "edited",
+        [
+          [
+            { command: "plain", kills: 2 },
+            { command: "plain", kills: 2, edit: editRows },
+          ],
+        ],
+      ],
     ];
     const plans = [...kinds, ...kinds].map(([label, campaigns], i) => ({
       label: `${label}-${i}`,
@@ -280,9 +321,10 @@ describe("the kill loop: random SIGKILLs over runs, --fresh, --retry-failed and 
       );
     }
     expect(logs).toHaveLength(plans.length);
-    // The kills did land: most runs of the loop were killed, not completed.
-    const killed = logs.flatMap((l) => l.runs).filter((r) => r.includes("killed")).length;
-    expect(killed).toBeGreaterThanOrEqual(20);
+    // The stops did land: most runs of the loop were stopped, not completed, and both signals were sent.
+    const runs = logs.flatMap((l) => l.runs);
+    expect(runs.filter((r) => r.includes("killed at")).length).toBeGreaterThanOrEqual(18);
+    expect(runs.filter((r) => r.includes("terminated at")).length).toBeGreaterThanOrEqual(3);
   });
 });
 
