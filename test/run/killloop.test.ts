@@ -10,6 +10,7 @@ import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/pipeline/report.js";
+import { BUCKET, S3_ENV, type Store, startStore } from "../s3/helpers.js";
 import {
   type Balance,
   cli,
@@ -85,15 +86,65 @@ function expectedIds(text: string): string[] {
 
 const LANES = 2;
 let lanes: SandboxProcess[] = [];
+let store: Store;
 
 beforeAll(async () => {
   expect(staleBuild(), "dist/ is older than src/: run `npm run build` first").toEqual([]);
   lanes = await Promise.all(Array.from({ length: LANES }, () => startSandbox(0.002)));
+  store = await startStore();
 });
 
 afterAll(async () => {
   await Promise.all(lanes.map((sb) => sb.close()));
+  await store?.close();
 });
+
+/** Where a run's results and reports go, and how they are read back from outside. */
+interface Output {
+  flags: string[];
+  env: Record<string, string>;
+  report(): Promise<Report>;
+  /** Each output present, of the recorded size and hash: the problems found. */
+  verify(report: Report): Promise<string[]>;
+  /** What a writer that was stopped left behind: temporary files, incomplete uploads. */
+  leftovers(): Promise<string[]>;
+}
+
+function localOutput(ws: Workspace): Output {
+  return {
+    flags: [],
+    env: {},
+    report: () => readReport(ws),
+    verify: async (report) => (await verifyOutputs(report)).map((p) => `${p.id}: ${p.problem}`),
+    leftovers: async () => leftovers(ws.outputDir),
+  };
+}
+
+function s3Output(ws: Workspace): Output {
+  const prefix = `kill/${ws.name}`;
+  return {
+    flags: ["--output", `s3://${BUCKET}/kill`, "--s3-endpoint", store.endpoint],
+    env: S3_ENV,
+    async report() {
+      const found = await store.object(`${prefix}/reports/report.json`);
+      if (!found) throw new Error(`no ${prefix}/reports/report.json in the store`);
+      return JSON.parse(found.text) as Report;
+    },
+    async verify(report) {
+      const problems: string[] = [];
+      for (const j of report.jobs) {
+        const found = j.output ? await store.object(j.output.uri.replace(`s3://${BUCKET}/`, "")) : undefined;
+        if (!found) problems.push(`${j.id}: missing`);
+        else if (found.sha256 !== j.output?.sha256 || found.bytes !== j.output?.bytes)
+          problems.push(
+            `${j.id}: ${found.bytes} bytes ${found.sha256}, report says ${j.output?.bytes} ${j.output?.sha256}`,
+          );
+      }
+      return problems;
+    },
+    leftovers: async () => (await store.uploads(`${prefix}/`)).map((u) => `upload of ${u.key}`),
+  };
+}
 
 /** Watches the sandbox's available points while a campaign runs: the deepest drop below `from`. */
 function watchCommitted(sb: SandboxProcess, from: Balance) {
@@ -125,7 +176,13 @@ interface Log {
  * against the balance drop since the campaign began, and the steps left begin a new one (a step
  * that finished before its kill does not skip the steps after it).
  */
-async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign, log: Log): Promise<Report> {
+async function campaignOf(
+  sb: SandboxProcess,
+  ws: Workspace,
+  out: Output,
+  campaign: Campaign,
+  log: Log,
+): Promise<Report> {
   let before = await settledBalance(sb);
   let watch = watchCommitted(sb, before);
   let report: Report | undefined;
@@ -137,7 +194,7 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
     const deepest = await watch.stop();
     // The committed points (reserved and spent at the sandbox) never above the cap, at any moment.
     expect(deepest, `${log.label}: committed ${deepest} > cap ${CAP}`).toBeLessThanOrEqual(CAP);
-    report = await readReport(ws);
+    report = await out.report();
     const after = await settledBalance(sb);
     // The campaign's report is the truth about what it cost.
     expect(report.points.spent, `${log.label}: spent vs balance drop`).toBe(
@@ -153,7 +210,7 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
         await writeFile(ws.manifest, step.edit(await readFile(ws.manifest, "utf8")));
         log.runs.push("(manifest edited)");
       }
-      const args = ["run", ws.manifest, ...RUN_FLAGS, ...FLAGS[step.command]];
+      const args = ["run", ws.manifest, ...RUN_FLAGS, ...out.flags, ...FLAGS[step.command]];
       let finished = false;
       for (let k = 0; k < step.kills && !finished; k++) {
         const ms = between(80, 1800);
@@ -168,7 +225,7 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
         };
         const r = await cli(args, {
           cwd: ws.dir,
-          env: cliEnv(sb),
+          env: { ...cliEnv(sb), ...out.env },
           ...(term ? { on: once, onDelayMs: ms, killAfterMs: ms + 20_000 } : { killAfterMs: ms }),
         }).done;
         if (term)
@@ -186,7 +243,7 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
         }
       }
       if (index === campaign.length - 1 && !finished) {
-        const r = await cli(args, { cwd: ws.dir, env: cliEnv(sb) }).done;
+        const r = await cli(args, { cwd: ws.dir, env: { ...cliEnv(sb), ...out.env } }).done;
         log.runs.push(`${step.command} exit ${r.code}`);
         await completed(r);
       }
@@ -198,15 +255,16 @@ async function campaignOf(sb: SandboxProcess, ws: Workspace, campaign: Campaign,
   return report;
 }
 
-async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[]): Promise<Log> {
+async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[], s3 = false): Promise<Log> {
   const name = `kill-${label}`;
   const ws = await workspace(name, { text: manifestText(name) });
+  const out = s3 ? s3Output(ws) : localOutput(ws);
   const log: Log = { label: `${name} (seed ${SEED})`, runs: [] };
   try {
     const created0 = await sb.stats();
     const balance0 = await settledBalance(sb);
     for (const campaign of campaigns) {
-      const report = await campaignOf(sb, ws, campaign, log);
+      const report = await campaignOf(sb, ws, out, campaign, log);
       // After every completed run, from the journal's records (edited rows drop their old
       // attempts from the state, not from the records): tasks created == tasks recorded.
       const records = await journalRecords(ws.statePath);
@@ -229,8 +287,8 @@ async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[
       const ok = report.jobs.filter((j) => j.status === "succeeded" || j.status === "skipped");
       expect(ok.map((j) => j.id).sort(), log.label).toEqual(expectedIds(await readFile(ws.manifest, "utf8")));
       expect(report.jobs.find((j) => j.id === "line/n04")?.status, log.label).toBe("failed");
-      expect(await verifyOutputs({ ...report, jobs: ok }), log.label).toEqual([]);
-      expect(leftovers(ws.outputDir), log.label).toEqual([]);
+      expect(await out.verify({ ...report, jobs: ok }), log.label).toEqual([]);
+      expect(await out.leftovers(), log.label).toEqual([]);
       expect(existsSync(`${ws.statePath}.lock`), log.label).toBe(false);
     }
     return log;
@@ -243,7 +301,7 @@ async function iteration(sb: SandboxProcess, label: string, campaigns: Campaign[
 }
 
 describe("the kill loop: random SIGKILLs and SIGTERMs over runs, --fresh, --retry-failed, edits and resumes", () => {
-  it("holds every promise after every completed run: 10 iterations, 5 kinds", {
+  it("holds every promise after every completed run: 10 iterations, 5 kinds, into a folder and into S3", {
     timeout: 240_000,
   }, async () => {
     const kinds: Array<[string, Campaign[]]> = [
@@ -292,9 +350,11 @@ describe("the kill loop: random SIGKILLs and SIGTERMs over runs, --fresh, --retr
         ],
       ],
     ];
+    // Each kind twice: once into a local folder, once into S3 (s3rver).
     const plans = [...kinds, ...kinds].map(([label, campaigns], i) => ({
-      label: `${label}-${i}`,
+      label: `${label}-${i}${i >= kinds.length ? "-s3" : ""}`,
       campaigns,
+      s3: i >= kinds.length,
     }));
     const logs: Log[] = [];
     const queue = [...plans];
@@ -304,7 +364,7 @@ describe("the kill loop: random SIGKILLs and SIGTERMs over runs, --fresh, --retr
         lanes.map(async (sb) => {
           for (let next = queue.shift(); next; next = queue.shift()) {
             try {
-              logs.push(await iteration(sb, next.label, next.campaigns));
+              logs.push(await iteration(sb, next.label, next.campaigns, next.s3));
             } catch (error) {
               // The other lane finishes the iteration it is in, and takes no new one.
               queue.length = 0;
