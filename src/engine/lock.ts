@@ -11,7 +11,8 @@
 // sharing the state folder must agree on the time to well within the lease.
 //
 // Invariants:
-// - The lock file's content is written once, by its creator; only the mtime changes afterwards.
+// - The lock file's content is written once, by its creator, before the file takes the lock's name;
+//   only the mtime changes afterwards.
 // - A stale lock is removed only under a claim file named after its generation (its instance), so of
 //   any number of processes taking over one stale lock, exactly one removes it; the others find the
 //   claim taken or, once it is gone, the winner's fresh lock.
@@ -215,8 +216,40 @@ function staleness(seen: Seen, leaseMs: number, now: number): string | undefined
   return alive(o.pid) ? undefined : `its process (pid ${o.pid} on this host) is gone`;
 }
 
-/** Creates the lock file with `owner` in it; false when one exists. */
+/**
+ * Creates the lock file with `owner` in it; false when one exists. The record is written beside the
+ * lock and linked into place, so the lock never exists without its whole record: a process killed
+ * between creating the file and writing it would otherwise leave an empty lock that nobody can
+ * judge by its owner, holding every later run off for a whole lease.
+ */
 async function create(path: string, owner: LockOwner): Promise<boolean> {
+  const draft = `${path}.new-${owner.instance}`;
+  let handle: FileHandle | undefined;
+  try {
+    handle = await open(draft, "wx");
+    await handle.writeFile(JSON.stringify(owner));
+    await handle.datasync();
+    await handle.close();
+    handle = undefined;
+    try {
+      await link(draft, path);
+      return true;
+    } catch (error) {
+      if (code(error) === "EEXIST") return false;
+      if (!NO_LINKS.has(code(error) ?? "")) throw error;
+    }
+  } finally {
+    await handle?.close().catch(() => undefined);
+    await unlink(draft).catch(() => undefined);
+  }
+  return createInPlace(path, owner);
+}
+
+/** File systems without hard links (some network and FUSE mounts) answer link() with these. */
+const NO_LINKS = new Set(["EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EXDEV"]);
+
+/** Where there are no hard links: create exclusively, then write (a kill in between leaves it empty). */
+async function createInPlace(path: string, owner: LockOwner): Promise<boolean> {
   let handle: FileHandle;
   try {
     handle = await open(path, "wx");
@@ -301,7 +334,7 @@ async function remove(
   }
 }
 
-/** Removes claims and moved-aside locks of takers that died mid-way (older than the lease). */
+/** Removes drafts, claims and moved-aside locks of processes that died mid-way (older than the lease). */
 async function sweep(path: string, leaseMs: number): Promise<void> {
   const dir = dirname(path);
   const prefix = `${basename(path)}.`;
@@ -312,7 +345,7 @@ async function sweep(path: string, leaseMs: number): Promise<void> {
     return;
   }
   for (const name of names) {
-    if (!name.startsWith(`${prefix}takeover-`) && !name.startsWith(`${prefix}aside-`)) continue;
+    if (!["takeover-", "aside-", "new-"].some((kind) => name.startsWith(`${prefix}${kind}`))) continue;
     const file = join(dir, name);
     const info = await stat(file).catch(() => undefined);
     // ctime: a lock moved aside keeps its old mtime, but the rename that moved it sets the ctime.

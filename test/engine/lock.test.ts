@@ -470,6 +470,31 @@ describe("acquireLock between processes", () => {
     }
   });
 
+  it("a process killed while taking the lock never leaves a lock without its owner: the next run takes it at once", {
+    timeout: 60_000,
+  }, async () => {
+    // The child takes and releases the lock as fast as it can; each SIGKILL lands at a random point,
+    // often inside acquireLock. Its record names a dead pid of this host, so whatever it left must be
+    // taken over at once, never held off for a lease as "an owner whose record cannot be read".
+    const script = `const { acquireLock } = await import(process.argv[1]);
+      process.stdout.write("ready\\n");
+      for (;;) await (await acquireLock(process.argv[2], { leaseMs: 60000, heartbeatMs: 1000 })).release();`;
+    for (let round = 0; round < 25; round++) {
+      const path = await tmp();
+      const proc = spawn(process.execPath, ["--input-type=module", "-e", script, pathToFileURL(BUILT).href, path]);
+      const exited = new Promise((resolve) => proc.once("close", resolve));
+      await new Promise((resolve) => proc.stdout.once("data", resolve));
+      await sleep(5 + Math.random() * 60);
+      proc.kill("SIGKILL");
+      await exited;
+      const lock = await acquireLock(path, { leaseMs: 60_000, heartbeatMs: 1_000 });
+      if (lock.replaced) expect(lock.replaced.owner, `round ${round}`).toBeDefined();
+      await lock.release();
+      // A draft the killed process left is swept once older than the lease, not before.
+      for (const name of await readdir(dirname(path))) expect(name).toMatch(/^state\.lock\.new-/);
+    }
+  });
+
   it("a process that ends without releasing is not kept alive by its heartbeat", {
     timeout: 15_000,
   }, async () => {
