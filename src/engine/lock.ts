@@ -112,6 +112,13 @@ export interface LockOptions {
   onLost?: (error: LockLostError) => void;
   /** A refresh failed; it is tried again at the next beat. */
   onRefreshError?: (error: Error) => void;
+  /**
+   * A fresh lock whose holder cannot be checked from here (another host, another pid namespace: a
+   * killed container's) is watched instead of refused: refreshed meanwhile, its holder is alive
+   * (LockHeldError at once); not refreshed until its lease runs out, it is taken over. Without
+   * this, a killed container locks every run out for a whole lease.
+   */
+  wait?: { signal?: AbortSignal; onWait?: (message: string, waitMs: number) => void };
 }
 
 export interface Lock {
@@ -214,6 +221,45 @@ function staleness(seen: Seen, leaseMs: number, now: number): string | undefined
       : `left by an earlier process with pid ${o.pid} on this host`;
   }
   return alive(o.pid) ? undefined : `its process (pid ${o.pid} on this host) is gone`;
+}
+
+/** Whether a live holder can be told from a dead one here (its pid means something on this host). */
+function checkable(seen: Seen): boolean {
+  const o = seen.owner;
+  return o !== undefined && o.host === hostname() && (o.pidns === undefined || o.pidns === pidns());
+}
+
+/** How often a watched lock is looked at: well within a heartbeat. */
+const WATCH_MS = 200;
+
+/**
+ * Watches a lock that cannot be judged by its owner until it is refreshed ("refreshed": alive),
+ * replaced or removed ("changed"), or its lease runs out ("stale").
+ */
+async function watch(
+  path: string,
+  seen: Seen,
+  leaseMs: number,
+  signal: AbortSignal | undefined,
+): Promise<"refreshed" | "changed" | "stale"> {
+  for (;;) {
+    await new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal?.reason);
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      }, WATCH_MS);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    const now = await look(path);
+    if (!now || now.generation !== seen.generation) return "changed";
+    if (now.stamp !== seen.stamp) return "refreshed";
+    if (Date.now() - now.mtimeMs > leaseMs) return "stale";
+  }
 }
 
 /**
@@ -397,8 +443,20 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
       const seen = await look(path);
       if (!seen) continue; // released since: create again
       last = seen;
-      const now = Date.now();
-      const reason = options.breakLock ? "--break-lock" : staleness(seen, leaseMs, now);
+      let now = Date.now();
+      let reason = options.breakLock ? "--break-lock" : staleness(seen, leaseMs, now);
+      if (!reason && options.wait && !checkable(seen)) {
+        const left = leaseMs - (now - seen.mtimeMs);
+        options.wait.onWait?.(
+          `another run holds ${path} (${describeOwner(seen.owner)}; refreshed ${seconds(now - seen.mtimeMs)} ago), and whether it is alive cannot be checked from here: waiting up to ${seconds(left)} to see whether it is still refreshed`,
+          left,
+        );
+        const watched = await watch(path, seen, leaseMs, options.wait.signal);
+        now = Date.now();
+        if (watched === "changed") continue;
+        if (watched === "stale") reason = `not refreshed for ${seconds(now - seen.mtimeMs)}`;
+        else throw new LockHeldError(path, seen.owner, 0, leaseMs);
+      }
       if (!reason) throw new LockHeldError(path, seen.owner, now - seen.mtimeMs, leaseMs);
       const outcome = await remove(path, seen, instance, leaseMs);
       takingOver = outcome === "busy";

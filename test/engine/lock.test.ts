@@ -133,6 +133,55 @@ describe("acquireLock", () => {
     await lock.release();
   });
 
+  it("with wait: a killed container's fresh lock is watched and taken over once its lease runs out", async () => {
+    const path = await tmp();
+    await plant(path, { ...CONTAINER, instance: "killed" }, 200);
+    const waits: string[] = [];
+    const started = Date.now();
+    const lock = await acquireLock(path, {
+      leaseMs: 1_000,
+      heartbeatMs: 100,
+      wait: { onWait: (message) => waits.push(message) },
+    });
+    // The rest of the lease (about 0.8 s), not at once and not much later.
+    expect(Date.now() - started).toBeGreaterThan(650);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(waits).toHaveLength(1);
+    expect(waits[0]).toMatch(/cannot be checked from here: waiting up to 0\.\d s/);
+    expect(lock.replaced).toMatchObject({ kind: "stale", owner: { instance: "killed" } });
+    await lock.release();
+  });
+
+  it("with wait: a lock that is refreshed while watched is held by a live run: refused at once", async () => {
+    const path = await tmp();
+    await plant(path, { ...CONTAINER, instance: "alive" }, 100);
+    const refresh = setTimeout(() => void utimes(path, new Date(), new Date()), 300);
+    const started = Date.now();
+    await expect(acquireLock(path, { leaseMs: 5_000, heartbeatMs: 100, wait: {} })).rejects.toThrow(
+      `another run holds ${path} (pid 1 on ${CONTAINER.host}`,
+    );
+    clearTimeout(refresh);
+    expect(Date.now() - started).toBeLessThan(1_500);
+  });
+
+  it("with wait: the watch ends when its signal is aborted", async () => {
+    const path = await tmp();
+    await plant(path, "{", 0);
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(new Error("stop")), 300);
+    await expect(
+      acquireLock(path, { leaseMs: 10_000, heartbeatMs: 100, wait: { signal: stop.signal } }),
+    ).rejects.toThrow("stop");
+    // A lock of this host whose pid is alive is refused at once, waiting or not.
+    const mine = await tmp();
+    await plant(mine, { pid: process.pid === 1 ? 2 : 1, host: hostname(), started_at: "x" }, 0);
+    const t0 = Date.now();
+    await expect(acquireLock(mine, { leaseMs: 10_000, heartbeatMs: 100, wait: {} })).rejects.toThrow(
+      LockHeldError,
+    );
+    expect(Date.now() - t0).toBeLessThan(500);
+  });
+
   it("does not take a lock of an earlier process with our pid and host for its own (pid 1 in a restarted container)", async () => {
     const path = await tmp();
     const ns = (() => {
@@ -481,7 +530,13 @@ describe("acquireLock between processes", () => {
       for (;;) await (await acquireLock(process.argv[2], { leaseMs: 60000, heartbeatMs: 1000 })).release();`;
     for (let round = 0; round < 25; round++) {
       const path = await tmp();
-      const proc = spawn(process.execPath, ["--input-type=module", "-e", script, pathToFileURL(BUILT).href, path]);
+      const proc = spawn(process.execPath, [
+        "--input-type=module",
+        "-e",
+        script,
+        pathToFileURL(BUILT).href,
+        path,
+      ]);
       const exited = new Promise((resolve) => proc.once("close", resolve));
       await new Promise((resolve) => proc.stdout.once("data", resolve));
       await sleep(5 + Math.random() * 60);
