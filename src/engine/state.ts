@@ -39,6 +39,8 @@ export interface Attempt {
    */
   replayed?: boolean;
   error?: { code: string; message: string };
+  /** When the attempt was settled (ms since the epoch, this machine's clock), when recorded. */
+  endedAt?: number;
 }
 
 export interface StoredOutput {
@@ -47,6 +49,10 @@ export interface StoredOutput {
   sha256: string;
   /** Fingerprint of the request that produced it: a re-run reuses the output only if it matches. */
   fingerprint: string;
+  /** Video: the resolution the service says it delivered (768P when an upscale fell back). */
+  resolution?: string;
+  /** When it was stored (ms since the epoch, this machine's clock): the end of the job's time. */
+  at?: number;
 }
 
 export interface JobState {
@@ -148,6 +154,8 @@ export type RunRecord =
       replayed?: boolean;
       /** An attempt of an edited-away version (in `previous`): settled, the job itself unchanged. */
       previous?: boolean;
+      /** When it was settled (ms since the epoch): the end of the attempt's time in the reports. */
+      at?: number;
     }
   | { t: "stored"; id: string; output: StoredOutput }
   /**
@@ -293,6 +301,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
         a.settledIn = state.campaign;
         if (r.error) a.error = r.error;
         if (r.replayed) a.replayed = true;
+        if (r.at !== undefined) a.endedAt = r.at;
       }
       if (!job || r.previous) break;
       if (r.fate) {

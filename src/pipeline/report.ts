@@ -1,12 +1,19 @@
 // The run report, built from the journal's state: report.json (the contract of BRIEF.md, plus a
 // few fields), report.md for people, junit.xml for CI, and a summary for GitHub's step summary.
-import { appendFile } from "node:fs/promises";
-import { redactDeep } from "../api/redact.js";
+// Text from the services (error messages, resolutions) reaches all of them: the reports are
+// redacted, and junit.xml and the markdown carry no control character.
+import { createHash } from "node:crypto";
+import { appendFile, readFile } from "node:fs/promises";
+import { redact, redactDeep } from "../api/redact.js";
+import { UPSCALE_TIERS } from "../api/video.js";
 import { type JobState, openAttempt, type RunState, spentPoints } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
 
 export type ReportJobStatus = "succeeded" | "failed" | "cancelled" | "skipped" | "pending";
+
+/** Where an unfinished (`pending`) job stands: not submitted (or waiting for a retry), or in flight. */
+export type ReportJobStage = "pending" | "submitting" | "running" | "collecting";
 
 export interface ReportJob {
   id: string;
@@ -17,9 +24,22 @@ export interface ReportJob {
   points: number;
   estimated_points: number | null;
   fingerprint: string;
-  output: { uri: string; bytes: number; sha256: string } | null;
+  /** `resolution` (video): what the service says it delivered; 768P when an upscale fell back. */
+  output: { uri: string; bytes: number; sha256: string; resolution?: string } | null;
   error: { code: string; message: string } | null;
   source: string;
+  /**
+   * Seconds the job took in this run: from its first create to its result stored (or its task
+   * settled); for a job that ended without a recorded time, or has not ended, to the end of the
+   * run (or of the report, for an interrupted run). 0 when it was reused or not started.
+   */
+  elapsed_seconds: number;
+  /** Video: the resolution the manifest asked for. */
+  requested_resolution?: string;
+  /** An unfinished job (`pending`): where it stands. */
+  stage?: ReportJobStage;
+  /** What a person should know about a job that did not fail: a delivered resolution that differs. */
+  warnings?: string[];
   /**
    * The task was one created before this run (its Idempotency-Key returned it): its points were
    * paid where it was first created, so they are not counted here.
@@ -37,6 +57,10 @@ export interface Report {
     id: string;
     /** The jobs the run was limited to with `--only`. */
     only?: string[];
+    /** Why the run stopped before doing all its work (`max-failures`, `deadline`, `budget`, ...). */
+    stopped_by?: string;
+    /** What stopped it, for people. */
+    stop_message?: string;
   };
   points: { estimated: number; spent: number; balance_before: number | null; balance_after: number | null };
   counts: {
@@ -61,7 +85,13 @@ export interface ReportInput {
   note?: string;
   /** Ids the run was limited to (`--only`): its status is about them; the others are listed as they stand. */
   selected?: readonly string[];
+  /** Why the run stopped before doing all its work: `run.stopped_by`. */
+  stoppedBy?: string | undefined;
+  /** What stopped it, for people: `run.stop_message`. */
+  stopMessage?: string | undefined;
 }
+
+const REMOVED = "removed_from_manifest";
 
 function statusOf(job: JobState | undefined): ReportJobStatus {
   if (!job) return "pending";
@@ -71,10 +101,59 @@ function statusOf(job: JobState | undefined): ReportJobStatus {
   return "pending";
 }
 
+function stageOf(job: JobState | undefined): ReportJobStage {
+  const s = job?.status;
+  return s === "submitting" || s === "running" || s === "collecting" ? s : "pending";
+}
+
+/** A string from outside, bounded: a resolution is a short tier name. */
+function short(text: string, max = 32): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+/** The warning for a video delivered at another resolution than asked for. */
+export function resolutionWarning(requested: string, delivered: string): string {
+  if ((UPSCALE_TIERS as readonly string[]).includes(requested) && delivered === "768P")
+    return `the upscale to ${requested} failed: the native 768P video was delivered (charged at the 768P price)`;
+  return `delivered at ${delivered}, not the ${requested} asked for`;
+}
+
+/**
+ * Milliseconds the job took in this campaign: from its first intent to its result stored, or to
+ * its last attempt settled (failed, cancelled); else to `endMs`.
+ */
+function elapsedMs(
+  st: JobState | undefined,
+  campaign: number,
+  status: ReportJobStatus,
+  endMs: number,
+): number {
+  if (!st || status === "skipped") return 0;
+  const mine = st.attempts.filter((a) => a.campaign === campaign);
+  let start = Number.POSITIVE_INFINITY;
+  let settled: number | undefined;
+  for (const a of mine) {
+    if (a.at !== undefined && a.at < start) start = a.at;
+    if (a.endedAt !== undefined && (settled === undefined || a.endedAt > settled)) settled = a.endedAt;
+  }
+  if (!Number.isFinite(start)) return 0;
+  let end: number | undefined;
+  if (status === "succeeded") end = st.output?.at;
+  else if (status === "failed" || status === "cancelled") end = settled;
+  end ??= endMs;
+  return Math.max(0, end - start);
+}
+
+const seconds = (ms: number) => Math.round(ms) / 1000;
+
 export function buildReport(input: ReportInput): Report {
   const { state } = input;
   // After a run finished, its campaign is the one before the current (empty) one.
   const campaign = state.run?.finished_at !== undefined ? state.campaign - 1 : state.campaign;
+  // A report written again from state keeps the time the run really finished.
+  const finishedAt = input.interrupted ? null : (state.run?.finished_at ?? new Date().toISOString());
+  const parsedEnd = finishedAt !== null ? Date.parse(finishedAt) : Number.NaN;
+  const endMs = Number.isFinite(parsedEnd) ? parsedEnd : Date.now();
   const jobs: ReportJob[] = input.jobs.map((planned) => {
     const st = state.jobs[planned.id];
     const status = statusOf(st);
@@ -83,6 +162,14 @@ export function buildReport(input: ReportInput): Report {
     // A job in flight can carry a problem (a task that could not be read) without having ended.
     const lastError = st?.error ?? (st && !openAttempt(st) ? attempts.at(-1)?.error : undefined);
     const replayed = attempts.some((a) => a.replayed);
+    const hasOutput = (status === "succeeded" || status === "skipped") && st?.output !== undefined;
+    const delivered =
+      hasOutput && st?.output?.resolution !== undefined ? short(st.output.resolution) : undefined;
+    const requested = planned.kind === "video" ? planned.tier : undefined;
+    const warnings =
+      requested !== undefined && delivered !== undefined && delivered !== requested
+        ? [resolutionWarning(requested, delivered)]
+        : [];
     return {
       id: planned.id,
       kind: planned.kind,
@@ -96,14 +183,23 @@ export function buildReport(input: ReportInput): Report {
       estimated_points: planned.points ?? (st?.fingerprint === planned.fingerprint ? st.estimate : null),
       fingerprint: planned.fingerprint,
       output:
-        (status === "succeeded" || status === "skipped") && st?.output
-          ? { uri: st.output.uri, bytes: st.output.bytes, sha256: st.output.sha256 }
+        hasOutput && st?.output
+          ? {
+              uri: st.output.uri,
+              bytes: st.output.bytes,
+              sha256: st.output.sha256,
+              ...(delivered !== undefined ? { resolution: delivered } : {}),
+            }
           : null,
       error:
         status === "failed" || status === "cancelled" || (status === "pending" && lastError)
           ? (lastError ?? null)
           : null,
       source: `${planned.file}:${planned.line}`,
+      elapsed_seconds: seconds(elapsedMs(st, campaign, status, endMs)),
+      ...(requested !== undefined ? { requested_resolution: requested } : {}),
+      ...(status === "pending" ? { stage: stageOf(st) } : {}),
+      ...(warnings.length > 0 ? { warnings } : {}),
       ...(replayed ? { replayed: true as const } : {}),
     };
   });
@@ -126,12 +222,13 @@ export function buildReport(input: ReportInput): Report {
       fingerprint: st.fingerprint,
       output: null,
       error: {
-        code: "removed_from_manifest",
+        code: REMOVED,
         message: inFlight
           ? "no longer in the manifest; its task is still followed to its end"
           : "no longer in the manifest; its task was followed to its end and paid for",
       },
       source: "(removed from the manifest)",
+      elapsed_seconds: seconds(elapsedMs(st, campaign, "cancelled", endMs)),
     });
   }
   const count = (s: ReportJobStatus) => jobs.filter((j) => j.status === s).length;
@@ -161,10 +258,11 @@ export function buildReport(input: ReportInput): Report {
       manifest: input.manifest,
       status,
       started_at: state.run?.started_at ?? new Date().toISOString(),
-      // A report written again from state keeps the time the run really finished.
-      finished_at: input.interrupted ? null : (state.run?.finished_at ?? new Date().toISOString()),
+      finished_at: finishedAt,
       id: state.run?.id ?? "",
       ...(input.selected ? { only: [...input.selected] } : {}),
+      ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}),
+      ...(input.stopMessage ? { stop_message: input.stopMessage } : {}),
     },
     points: {
       estimated: jobs.reduce((sum, j) => sum + (j.status === "skipped" ? 0 : (j.estimated_points ?? 0)), 0),
@@ -178,33 +276,192 @@ export function buildReport(input: ReportInput): Report {
   });
 }
 
-function xml(text: string): string {
-  return text.replace(
-    /[<>&"']/g,
-    (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&apos;" })[c] ?? c,
-  );
+// ---------------------------------------------------------------------------------------------
+// what the run's status is about, and what did not succeed
+// ---------------------------------------------------------------------------------------------
+
+/** Whether the run's status (and exit code) is about this job: not a removed row, not outside `--only`. */
+function inScope(j: ReportJob, only: ReadonlySet<string> | undefined): boolean {
+  if (only) return only.has(j.id);
+  return !(j.status === "cancelled" && j.error?.code === REMOVED);
 }
 
-/** One test case per job, so CI shows each shot and line. */
+/** The jobs the run is about that did not succeed: failed first, then cancelled, then unfinished. */
+export function unsuccessful(report: Report): ReportJob[] {
+  const only = report.run.only ? new Set(report.run.only) : undefined;
+  const of = (s: ReportJobStatus) => report.jobs.filter((j) => j.status === s && inScope(j, only));
+  return [...of("failed"), ...of("cancelled"), ...of("pending")];
+}
+
+function statusText(j: ReportJob): string {
+  return j.status === "pending" ? `unfinished (${j.stage ?? "pending"})` : j.status;
+}
+
+/** The request id a service error message carries (`... (request req_123)`), if any. */
+function requestIdOf(message: string | undefined): string | undefined {
+  return message ? /\(request ([^\s()]+)\)/.exec(message)?.[1] : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// text that is safe in XML and markdown
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `text` without control characters: C0 (tab, line feed and carriage return kept when
+ * `keepSpace`), DEL and C1, lone surrogates and U+FFFE/U+FFFF, none of which XML 1.0 allows
+ * or recommends, and which a terminal showing report.md would obey. The result is redacted again:
+ * a control character inside a secret must not hide it from the redaction.
+ */
+export function stripControls(text: string, keepSpace = true): string {
+  let out = "";
+  let changed = false;
+  for (const ch of text) {
+    const c = ch.codePointAt(0) as number;
+    const bad =
+      c < 0x20
+        ? !(keepSpace && (c === 0x09 || c === 0x0a || c === 0x0d))
+        : (c >= 0x7f && c <= 0x9f) || (c >= 0xd800 && c <= 0xdfff) || c === 0xfffe || c === 0xffff;
+    if (bad) changed = true;
+    else out += ch;
+  }
+  return changed ? redact(out) : text;
+}
+
+const XML_TEXT: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;" };
+const XML_ATTR: Record<string, string> = {
+  ...XML_TEXT,
+  '"': "&quot;",
+  "'": "&apos;",
+  "\n": "&#10;",
+  "\t": "&#9;",
+};
+
+/** Character data: control characters stripped, markup escaped. */
+function xmlText(text: string): string {
+  return stripControls(text).replace(/[&<>\r]/g, (c) => XML_TEXT[c] ?? c);
+}
+
+/** An attribute value: as text, and quotes and whitespace as references (kept through normalization). */
+function xmlAttr(text: string): string {
+  return stripControls(text).replace(/[&<>"'\r\n\t]/g, (c) => XML_ATTR[c] ?? c);
+}
+
+/** A markdown table cell or inline text: one line, no control character, no table or tag break. */
+function md(text: string): string {
+  return stripControls(text)
+    .replace(/\r\n|[\r\n\t]/g, " ")
+    .replace(/[\\|<`]/g, (c) => `\\${c}`);
+}
+
+/** Inline code: one line, no control character; fenced with two backticks when it holds one. */
+function code(text: string): string {
+  const line = stripControls(text).replace(/\r\n|[\r\n\t]/g, " ");
+  return line.includes("`") ? `\`\` ${line} \`\`` : `\`${line}\``;
+}
+
+// ---------------------------------------------------------------------------------------------
+// junit.xml
+// ---------------------------------------------------------------------------------------------
+
+type Verdict =
+  | { as: "passed" }
+  | { as: "failure" | "error" | "skipped"; type?: string; message: string; body?: string };
+
+function details(report: Report, j: ReportJob): string {
+  const requestId = requestIdOf(j.error?.message);
+  return [
+    `job: ${j.id} (${j.source})`,
+    `status: ${statusText(j)}`,
+    `task: ${j.task_id ?? "none"}`,
+    `attempts: ${j.attempts}`,
+    ...(j.error ? [`error: ${j.error.code}: ${j.error.message}`] : []),
+    ...(requestId ? [`request: ${requestId}`] : []),
+    ...(j.status === "pending"
+      ? [`run ${report.run.status}${report.run.stopped_by ? ` (stopped by ${report.run.stopped_by})` : ""}`]
+      : []),
+  ].join("\n");
+}
+
+function verdictOf(report: Report, j: ReportJob, only: ReadonlySet<string> | undefined): Verdict {
+  if (j.status === "succeeded" || j.status === "skipped") return { as: "passed" };
+  if (!inScope(j, only)) {
+    // Not what this run was about, so not what its exit code says: listed, not judged.
+    return j.error?.code === REMOVED
+      ? { as: "skipped", message: j.error.message }
+      : { as: "skipped", message: `not selected by --only; ${statusText(j)}` };
+  }
+  if (j.status === "failed" || j.status === "cancelled") {
+    return {
+      as: "failure",
+      type: j.error?.code ?? j.status,
+      message: j.error?.message ?? j.status,
+      body: details(report, j),
+    };
+  }
+  // Unfinished: an interrupted run, or one that stopped submitting. Not done is not a pass.
+  return {
+    as: "error",
+    type: "unfinished",
+    message: `not finished in this run (${j.stage ?? "pending"})${j.error ? `: ${j.error.code}: ${j.error.message}` : ""}`,
+    body: details(report, j),
+  };
+}
+
+const time = (ms: number) => (ms / 1000).toFixed(3);
+
+/**
+ * One test case per job, so CI shows each shot and line, with the seconds it took. A failed or
+ * cancelled job is a `<failure>` and an unfinished one an `<error>`, each with the task, attempts,
+ * error and request id in its body; a reused job passes, with the property `reused`; a video
+ * delivered at another resolution passes, with a `warning` property. The suite's counts and time
+ * are those of its cases.
+ */
 export function junitXml(report: Report): string {
-  const failures = report.counts.failed + report.counts.cancelled;
-  const skipped = report.counts.skipped + report.counts.pending;
+  const only = report.run.only ? new Set(report.run.only) : undefined;
+  const tally = { failures: 0, errors: 0, skipped: 0, ms: 0 };
   const cases = report.jobs.map((j) => {
-    const open = `    <testcase classname="${xml(`${report.run.name}.${j.kind}`)}" name="${xml(j.id)}">`;
-    let body = "";
-    if (j.status === "failed" || j.status === "cancelled") {
-      body = `\n      <failure type="${xml(j.error?.code ?? j.status)}" message="${xml(j.error?.message ?? j.status)}"/>\n    `;
-    } else if (j.status === "skipped") {
-      body = `\n      <skipped message="reused: nothing changed since the earlier run"/>\n    `;
-    } else if (j.status === "pending") {
-      body = `\n      <skipped message="${xml(`not finished in this run${j.error ? `: ${j.error.message}` : ""}`)}"/>\n    `;
+    const ms = Math.round(j.elapsed_seconds * 1000);
+    tally.ms += ms;
+    const verdict = verdictOf(report, j, only);
+    const props: Array<[string, string]> = [];
+    if (j.status === "skipped") props.push(["reused", "true"]);
+    for (const w of j.warnings ?? []) props.push(["warning", w]);
+    const inner: string[] = [];
+    if (props.length > 0) {
+      inner.push("      <properties>");
+      for (const [name, value] of props)
+        inner.push(`        <property name="${xmlAttr(name)}" value="${xmlAttr(value)}"/>`);
+      inner.push("      </properties>");
     }
-    return `${open}${body}</testcase>`;
+    if (verdict.as !== "passed") {
+      if (verdict.as === "failure") tally.failures += 1;
+      else if (verdict.as === "error") tally.errors += 1;
+      else tally.skipped += 1;
+      const attrs = `${verdict.type !== undefined ? ` type="${xmlAttr(verdict.type)}"` : ""} message="${xmlAttr(verdict.message)}"`;
+      inner.push(
+        verdict.body !== undefined
+          ? `      <${verdict.as}${attrs}>${xmlText(verdict.body)}</${verdict.as}>`
+          : `      <${verdict.as}${attrs}/>`,
+      );
+    }
+    const open = `    <testcase classname="${xmlAttr(`${report.run.name}.${j.kind}`)}" name="${xmlAttr(j.id)}" time="${time(ms)}"`;
+    return inner.length > 0 ? `${open}>\n${inner.join("\n")}\n    </testcase>` : `${open}/>`;
   });
+  const counts = `tests="${report.jobs.length}" failures="${tally.failures}" skipped="${tally.skipped}" errors="${tally.errors}" time="${time(tally.ms)}"`;
+  const suiteProps: Array<[string, string]> = [
+    ["run_id", report.run.id],
+    ["status", report.run.status],
+    ["points_spent", String(report.points.spent)],
+    ...(report.run.stopped_by ? [["stopped_by", report.run.stopped_by] as [string, string]] : []),
+    ...(report.run.stop_message ? [["stop_message", report.run.stop_message] as [string, string]] : []),
+  ];
   return [
     '<?xml version="1.0" encoding="UTF-8"?>',
-    `<testsuites name="clapper" tests="${report.counts.total}" failures="${failures}" skipped="${skipped}">`,
-    `  <testsuite name="${xml(report.run.name)}" tests="${report.counts.total}" failures="${failures}" skipped="${skipped}" timestamp="${xml(report.run.started_at)}">`,
+    `<testsuites name="clapper" ${counts}>`,
+    `  <testsuite name="${xmlAttr(report.run.name)}" ${counts} timestamp="${xmlAttr(report.run.started_at)}">`,
+    "    <properties>",
+    ...suiteProps.map(([n, v]) => `      <property name="${xmlAttr(n)}" value="${xmlAttr(v)}"/>`),
+    "    </properties>",
     ...cases,
     "  </testsuite>",
     "</testsuites>",
@@ -212,48 +469,160 @@ export function junitXml(report: Report): string {
   ].join("\n");
 }
 
-function md(text: string): string {
-  return text.replace(/\|/g, "\\|").replace(/\n/g, " ");
+// ---------------------------------------------------------------------------------------------
+// report.md and the step summary: what did not succeed first, then the totals
+// ---------------------------------------------------------------------------------------------
+
+/** Rows of the step summary's list of jobs that did not succeed; report.md lists them all. */
+const SUMMARY_ROWS = 50;
+
+function stopLine(report: Report): string[] {
+  if (!report.run.stopped_by && !report.run.stop_message) return [];
+  const by = report.run.stopped_by ? `Stopped by **${md(report.run.stopped_by)}**` : "Stopped";
+  return [`${by}${report.run.stop_message ? `: ${md(report.run.stop_message)}` : "."}`, ""];
 }
 
-export function summaryMarkdown(report: Report): string {
+function totals(report: Report): string[] {
   const c = report.counts;
   const p = report.points;
   return [
-    `### clapper run ${md(report.run.name)}: ${report.run.status}`,
-    "",
     `${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending.`,
     `Points: ${p.spent} spent of ${p.estimated} estimated${p.balance_before !== null ? `; balance ${p.balance_before} before` : ""}${p.balance_after !== null ? `, ${p.balance_after} after` : ""}.`,
+  ];
+}
+
+function errorText(j: ReportJob): string {
+  return j.error ? md(`${j.error.code}: ${j.error.message}`) : "";
+}
+
+function problemTable(jobs: readonly ReportJob[], limit: number): string[] {
+  if (jobs.length === 0) return [];
+  const shown = jobs.slice(0, limit);
+  return [
+    "| job | status | attempts | task | error |",
+    "| --- | --- | ---: | --- | --- |",
+    ...shown.map(
+      (j) => `| ${md(j.id)} | ${statusText(j)} | ${j.attempts} | ${md(j.task_id ?? "")} | ${errorText(j)} |`,
+    ),
+    ...(jobs.length > shown.length ? ["", `… and ${jobs.length - shown.length} more: see report.md.`] : []),
     "",
+  ];
+}
+
+function warningItems(report: Report): string[] {
+  return report.jobs.flatMap((j) => (j.warnings ?? []).map((w) => `- ${md(j.id)}: ${md(w)}`));
+}
+
+function warningList(all: readonly string[], limit: number): string[] {
+  if (all.length === 0) return [];
+  return [
+    ...all.slice(0, limit),
+    ...(all.length > limit ? [`- … and ${all.length - limit} more: see report.md.`] : []),
+    "",
+  ];
+}
+
+export function summaryMarkdown(report: Report): string {
+  const bad = unsuccessful(report);
+  const warnings = warningList(warningItems(report), SUMMARY_ROWS);
+  return [
+    `### clapper run ${md(report.run.name)}: ${report.run.status}`,
+    "",
+    ...stopLine(report),
+    ...(bad.length > 0
+      ? [
+          `**${bad.length} ${bad.length === 1 ? "job" : "jobs"} did not succeed:**`,
+          "",
+          ...problemTable(bad, SUMMARY_ROWS),
+        ]
+      : []),
+    ...totals(report),
+    "",
+    ...(warnings.length > 0 ? ["**Warnings:**", "", ...warnings] : []),
   ].join("\n");
 }
 
+function resolutionCell(j: ReportJob): string {
+  if (!j.requested_resolution) return "";
+  const delivered = j.output?.resolution;
+  if (delivered === undefined || delivered === j.requested_resolution) return md(j.requested_resolution);
+  return md(`${j.requested_resolution} asked, ${delivered} delivered`);
+}
+
 export function reportMarkdown(report: Report): string {
+  const bad = unsuccessful(report);
+  const items = warningItems(report);
   const rows = report.jobs.map(
     (j) =>
-      `| ${md(j.id)} | ${j.kind} | ${j.status} | ${j.points} | ${j.estimated_points ?? "?"} | ${j.attempts} | ${j.output ? md(j.output.uri) : ""} | ${j.error ? md(`${j.error.code}: ${j.error.message}`) : ""} |`,
+      `| ${md(j.id)} | ${j.kind} | ${j.status} | ${j.points} | ${j.estimated_points ?? "?"} | ${j.attempts} | ${j.elapsed_seconds.toFixed(1)} | ${resolutionCell(j)} | ${j.output ? md(j.output.uri) : ""} | ${errorText(j)} |`,
   );
   return [
     `# clapper report: ${md(report.run.name)}`,
     "",
-    `Manifest \`${report.run.manifest}\`, started ${report.run.started_at}, ${report.run.finished_at ? `finished ${report.run.finished_at}` : "not finished"}; status **${report.run.status}**.`,
-    ...(report.note ? ["", `Note: ${md(report.note)}`] : []),
+    `Manifest ${code(report.run.manifest)}, started ${md(report.run.started_at)}, ${report.run.finished_at ? `finished ${md(report.run.finished_at)}` : "not finished"}; status **${report.run.status}**.`,
     "",
-    summaryMarkdown(report).split("\n").slice(2).join("\n"),
-    "| job | kind | status | points | estimated | attempts | output | error |",
-    "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+    ...stopLine(report),
+    ...(report.note ? [`Note: ${md(report.note)}`, ""] : []),
+    ...(bad.length > 0 ? [`## Did not succeed (${bad.length})`, "", ...problemTable(bad, bad.length)] : []),
+    "## Totals",
+    "",
+    ...totals(report),
+    "",
+    ...(items.length > 0 ? [`## Warnings (${items.length})`, "", ...warningList(items, items.length)] : []),
+    "## Jobs",
+    "",
+    "| job | kind | status | points | estimated | attempts | seconds | resolution | output | error |",
+    "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ...rows,
     "",
   ].join("\n");
 }
 
+// ---------------------------------------------------------------------------------------------
+// writing them
+// ---------------------------------------------------------------------------------------------
+
+export interface WriteReportsOptions {
+  /**
+   * Append the summary to `$GITHUB_STEP_SUMMARY` when it is set. Default true: the run writes it.
+   * `clapper report` passes false: each step of a GitHub job has its own summary file, all shown
+   * together, so a report written again in a later step would show the run twice.
+   */
+  stepSummary?: boolean;
+}
+
+/** The marker that makes one run's summary, with these results, appear once in a summary file. */
+function summaryMarker(report: Report): string {
+  const key = JSON.stringify([report.run.id, report.run.finished_at, report.counts, report.points.spent]);
+  return `<!-- clapper-summary ${createHash("sha256").update(key).digest("hex").slice(0, 24)} -->`;
+}
+
+/**
+ * Appends the summary to the step summary file at `path`, unless this file holds it already (the
+ * same run with the same results: `clapper report` after the run in one step, or twice).
+ * Returns whether it appended.
+ */
+export async function appendStepSummary(path: string, report: Report): Promise<boolean> {
+  const marker = summaryMarker(report);
+  const existing = await readFile(path, "utf8").catch(() => "");
+  if (existing.includes(marker)) return false;
+  await appendFile(path, `${marker}\n${summaryMarkdown(report)}`);
+  return true;
+}
+
 /** Writes the three reports beside the outputs, and the summary for GitHub Actions when asked. */
-export async function writeReports(sink: Sink, report: Report, env: NodeJS.ProcessEnv): Promise<string[]> {
+export async function writeReports(
+  sink: Sink,
+  report: Report,
+  env: NodeJS.ProcessEnv,
+  options: WriteReportsOptions = {},
+): Promise<string[]> {
   const uris = [
     await sink.writeText("reports/report.json", `${JSON.stringify(report, null, 2)}\n`, "application/json"),
     await sink.writeText("reports/report.md", reportMarkdown(report), "text/markdown"),
     await sink.writeText("reports/junit.xml", junitXml(report), "application/xml"),
   ];
-  if (env.GITHUB_STEP_SUMMARY) await appendFile(env.GITHUB_STEP_SUMMARY, summaryMarkdown(report));
+  if (env.GITHUB_STEP_SUMMARY && options.stepSummary !== false)
+    await appendStepSummary(env.GITHUB_STEP_SUMMARY, report);
   return uris;
 }

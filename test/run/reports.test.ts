@@ -107,7 +107,9 @@ describe("report.json", () => {
       expect(j.task_id).toMatch(j.kind === "video" ? /^vtask_/ : /^stask_/);
       if (j.status === "succeeded") {
         expect(j.error).toBeNull();
-        expect(Object.keys(j.output!).sort()).toEqual(["bytes", "sha256", "uri"]);
+        expect(Object.keys(j.output!).sort()).toEqual(
+          j.kind === "video" ? ["bytes", "resolution", "sha256", "uri"] : ["bytes", "sha256", "uri"],
+        );
         // Output of a local run lies under the manifest's output, in the run's folder.
         expect(relative(w.out(), j.output!.uri)).toMatch(/^(shots|lines)\/[\w-]+\.(mp4|wav)$/);
         expect(j.output!.sha256).toBe(await sha256(j.output!.uri));
@@ -142,11 +144,15 @@ describe("junit.xml, report.md and the step summary", () => {
   it("junit.xml has one test case per job, a failure for the failed one", async () => {
     const xml = await readFile(join(w.out(), "reports/junit.xml"), "utf8");
     expect(xml).toMatch(/^<\?xml version="1\.0" encoding="UTF-8"\?>/);
-    const cases = [...xml.matchAll(/<testcase classname="([^"]+)" name="([^"]+)">([\s\S]*?)<\/testcase>/g)];
+    const cases = [
+      ...xml.matchAll(
+        /<testcase classname="([^"]+)" name="([^"]+)" time="[\d.]+"(?:\/>|>([\s\S]*?)<\/testcase>)/g,
+      ),
+    ];
     expect(cases.map((c) => c[2])).toEqual(IDS);
-    const failures = cases.filter((c) => c[3]!.includes("<failure"));
+    const failures = cases.filter((c) => (c[3] ?? "").includes("<failure"));
     expect(failures.map((c) => c[2])).toEqual(["shot/s02"]);
-    expect(failures[0]![3]).toMatch(/<failure type="[^"]+" message="[^"]*fail[^"]*"\/>/);
+    expect(failures[0]![3]).toMatch(/<failure type="[^"]+" message="[^"]*fail[^"]*">[^<]*<\/failure>/);
     expect(xml).toMatch(/<testsuite name="ep01" tests="6" failures="1" skipped="0"/);
     expect(cases.find((c) => c[2] === "line/n01")![1]).toBe("ep01.speech");
   });
