@@ -190,3 +190,13 @@ export function errorFromResponse(
       return new ClapperApiError(`${what}: HTTP ${status}${detail}`, status, id, code);
   }
 }
+
+/**
+ * The service could not be reached or would not serve, after the HTTP layer's own retries: no
+ * answer, a timeout, a 5xx, or a rate limit that outlasted them. Nothing the caller did wrong; the
+ * same request later may well succeed.
+ */
+export function isUnavailable(error: unknown): error is ClapperApiError {
+  if (error instanceof ConnectionError || error instanceof RateLimitError) return true;
+  return error instanceof ServiceError && error.status !== undefined && error.status >= 500;
+}

@@ -34,6 +34,7 @@ import { checkAbsoluteUrl, classifyHostLiteral } from "./urls.js";
 /** The part of a pino logger the layer uses; a child logger of the CLI's is passed in. */
 export interface Logger {
   debug(obj: object, msg?: string): void;
+  info?(obj: object, msg?: string): void;
   warn(obj: object, msg?: string): void;
 }
 
@@ -255,7 +256,7 @@ export class HttpClient {
         );
       },
       // The signed storage URL is not the API: no API rate limit applies.
-      { gated: false },
+      { gated: false, origin: new URL(url).origin },
     );
   }
 
@@ -269,8 +270,9 @@ export class HttpClient {
     opts: { signal?: AbortSignal; queueSignal?: AbortSignal; what: string },
     where: { method: string; path: string },
     attempt: (n: number, signal: AbortSignal, started: number) => Promise<T>,
-    mode: { gated: boolean; streaming?: boolean } = { gated: true },
+    mode: { gated: boolean; streaming?: boolean; origin?: string } = { gated: true },
   ): Promise<T> {
+    const origin = mode.origin ?? this.baseUrl;
     // Whether any attempt was let go: an abort before that certainly sent nothing.
     let dispatched = false;
     const aborted = () => new AbortedError(`${opts.what}: aborted`, dispatched);
@@ -337,9 +339,12 @@ export class HttpClient {
           sureNotDone = code !== undefined && NOT_SENT.has(code);
           failure = timedOut(error, code)
             ? new TimeoutError(`${opts.what}: no answer within ${this.timeoutMs} ms`, { cause: error })
-            : new ConnectionError(`${opts.what}: connection failed (${code ?? (error as Error).message})`, {
-                cause: error,
-              });
+            : new ConnectionError(
+                `${opts.what}: connection to ${origin} failed (${code ?? (error as Error).message})`,
+                {
+                  cause: error,
+                },
+              );
         }
       }
       if (failure instanceof RateLimitError && this.gate && mode.gated) {
@@ -349,12 +354,24 @@ export class HttpClient {
       const retryAfterMs = failure.retryAfterMs;
       if (!(policy.retryAmbiguous || sureNotDone) || n > policy.maxRetries) throw failure;
       if (retryAfterMs !== undefined && retryAfterMs > policy.maxRetryAfterMs) throw failure;
+      const delayMs = retryDelay(policy, n, retryAfterMs);
+      // Seen by whoever watches the log: an unreachable service is a line per retry, not silence. A
+      // 429 is the rate adapting, expected under load: info, not a warning.
+      const retry = {
+        event: "retry",
+        ...where,
+        origin,
+        attempt: n,
+        of: policy.maxRetries + 1,
+        next_delay_ms: Math.round(delayMs),
+        ...(failure.status !== undefined ? { status: failure.status } : {}),
+        error: failure.message,
+      };
+      const text = `${opts.what} failed (attempt ${n} of ${policy.maxRetries + 1}); trying again in ${(delayMs / 1000).toFixed(1)} s`;
+      if (failure instanceof RateLimitError) this.logger.info?.(retry, text);
+      else this.logger.warn(retry, text);
       try {
-        await sleep(
-          retryDelay(policy, n, retryAfterMs),
-          undefined,
-          opts.signal ? { signal: opts.signal } : undefined,
-        );
+        await sleep(delayMs, undefined, opts.signal ? { signal: opts.signal } : undefined);
       } catch {
         throw aborted();
       }
@@ -409,7 +426,7 @@ export class HttpClient {
           ) ?? new ServiceError(`${opts.what}: HTTP ${res.statusCode}`, res.statusCode, headerId, undefined)
         );
       },
-      { gated: false, streaming: true },
+      { gated: false, streaming: true, origin: new URL(url).origin },
     );
   }
 

@@ -50,6 +50,10 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 interface Entry<T> {
   taskId: string;
   createdAt: number;
+  /** When this process began to follow it (epoch ms). */
+  since: number;
+  /** The task's own estimate of the time it still needs, at the last look. */
+  remaining?: { seconds: number; at: number };
   dueAt: number;
   /** Consecutive failed looks, and since when: reset by any readable answer. */
   failures: number;
@@ -65,6 +69,8 @@ abstract class Poller<T> {
   private loop: Promise<void> | undefined;
   /** Requests this poller made, for the run's statistics. */
   requests = 0;
+  /** How long the tasks that ended took from when they were followed (ms), newest last; for the ETA. */
+  readonly durations: number[] = [];
 
   constructor(
     protected readonly options: TrackOptions,
@@ -78,6 +84,7 @@ abstract class Poller<T> {
       this.entries.set(taskId, {
         taskId,
         createdAt,
+        since: Date.now(),
         dueAt: Date.now(),
         failures: 0,
         onUpdate,
@@ -104,8 +111,12 @@ abstract class Poller<T> {
     entry.failures = 0;
     delete entry.failingSince;
     entry.onUpdate(task);
+    const remaining = this.remainingOf(task);
+    if (remaining !== undefined) entry.remaining = { seconds: remaining, at: Date.now() };
     if (TERMINAL.has(this.statusOf(task))) {
       this.entries.delete(entry.taskId);
+      // Bounded: a long run keeps the recent past, which is what predicts the near future.
+      if (this.durations.push(Date.now() - entry.since) > 500) this.durations.shift();
       entry.resolve(task);
     } else {
       entry.dueAt = Date.now() + this.nextInterval(task);
@@ -188,6 +199,19 @@ abstract class Poller<T> {
     }
   }
 
+  /** The tasks followed now: since when, and their own estimate of what is left when they gave one. */
+  inFlight(): Array<{ since: number; remaining?: { seconds: number; at: number } }> {
+    return [...this.entries.values()].map((e) => ({
+      since: e.since,
+      ...(e.remaining ? { remaining: e.remaining } : {}),
+    }));
+  }
+
+  /** Seconds the task says it still needs, when it says. */
+  protected remainingOf(_task: T): number | undefined {
+    return undefined;
+  }
+
   protected abstract get(taskId: string): Promise<T>;
   protected abstract pollMany(due: Entry<T>[]): Promise<void>;
   protected abstract idOf(task: T): string;
@@ -226,6 +250,10 @@ export class VideoPoller extends Poller<VideoTask> {
 
   protected statusOf(task: VideoTask) {
     return task.status;
+  }
+
+  protected override remainingOf(task: VideoTask): number | undefined {
+    return task.estimated_remaining_seconds;
   }
 
   /** Look again when the task expects to be done, a little early; never busier than the minimum. */

@@ -17,6 +17,7 @@ import {
   ClapperApiError,
   type Clients,
   InsufficientPointsError,
+  isUnavailable,
   NotFoundError,
   RateLimitError,
   ResultUrlError,
@@ -34,7 +35,7 @@ import { type Attempt, type JobState, openAttempt, type RunRecord, type RunState
 import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
 import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
-import type { Sink } from "../sinks/sink.js";
+import { OutputError, type Sink } from "../sinks/sink.js";
 
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
 /** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
@@ -70,6 +71,8 @@ export interface JobContext {
   progress: (job?: Job) => void;
   /** A journal write failed: the run cannot go on without losing track. */
   fail: (error: unknown) => void;
+  /** A service or the store could not be reached after every retry: the run stops, state saved (exit 6). */
+  unavailable?: (error: unknown) => void;
 }
 
 /** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
@@ -355,6 +358,7 @@ export class JobRunner {
         return "done";
       }
       // Unknown outcome (connection lost, 5xx after retries): keep the intent; the next run re-sends it.
+      if (isUnavailable(error)) this.c.unavailable?.(error);
       this.c.log.warn(
         { job: job.id, event: "create-unknown", error: errorInfo(error) },
         "create outcome unknown; will resume",
@@ -580,6 +584,8 @@ export class JobRunner {
         ...(how.error ? { error: how.error } : {}),
         ...(how.fate ? { fate: how.fate } : {}),
         ...(how.replayed ? { replayed: true } : {}),
+        // When it ended: a failed job's time in junit.xml runs to here, not to the end of the run.
+        at: Date.now(),
       },
       { durable: true },
     );
@@ -629,6 +635,9 @@ export class JobRunner {
       if (!url) url = await freshUrl(this.c.clients, job, taskId, this.c.signal);
       try {
         const written = await storeResult(this.c.clients.http, this.c.sink, url, spec, this.c.signal);
+        // The resolution the service says it delivered: 768P when a requested upscale failed.
+        const delivered =
+          job.kind === "video" ? String((task as VideoTask).resolution).slice(0, 32) : undefined;
         await this.c.journal.append(
           {
             t: "stored",
@@ -638,10 +647,17 @@ export class JobRunner {
               bytes: written.bytes,
               sha256: written.sha256,
               fingerprint: job.fingerprint,
+              ...(delivered !== undefined ? { resolution: delivered } : {}),
+              at: Date.now(),
             },
           },
           { durable: true },
         );
+        if (job.kind === "video" && delivered !== job.tier)
+          this.c.log.warn(
+            { job: job.id, event: "resolution-fallback", requested: job.tier, delivered },
+            `delivered at ${delivered}, not the ${job.tier} asked for (a failed upscale delivers the native 768P)`,
+          );
         this.c.log.info(
           { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
           "result stored",
@@ -683,6 +699,8 @@ export class JobRunner {
           ? "result_url_refused"
           : "collect_failed";
     const info = { code, message: errorInfo(error).message };
+    // The result host or the store is down: every other result would fail the same way.
+    if (isUnavailable(error) || unreachableStore(error)) this.c.unavailable?.(error);
     await this.c.journal.append({ t: "problem", id: job.id, error: info });
     this.collectionPending ??= `some results could not be stored (${info.message}); run again to collect them`;
     this.c.log.warn(
@@ -690,6 +708,28 @@ export class JobRunner {
       "the result could not be stored; the next run collects it",
     );
   }
+}
+
+/** Network failures of the store's client (the AWS SDK passes Node's codes through). */
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+]);
+
+/** The store could not be reached (as opposed to refusing this one object). */
+function unreachableStore(error: unknown): boolean {
+  if (error instanceof OutputError) return error.unreachable;
+  for (let e = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; depth++) {
+    if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return true;
+    e = e.cause as typeof e;
+  }
+  return false;
 }
 
 /** A task cost the service may state: a whole number, not negative, not beyond reason. */

@@ -8,7 +8,7 @@ import { copyFile, mkdir, readFile, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import pLimit from "p-limit";
 import type { Logger } from "pino";
-import { AuthenticationError, type Clients, PermissionError } from "../api/index.js";
+import { AuthenticationError, type Clients, isUnavailable, PermissionError } from "../api/index.js";
 import { redactDeep } from "../api/redact.js";
 import { CallbackListener } from "../engine/callbacks.js";
 import { Journal } from "../engine/journal.js";
@@ -17,7 +17,7 @@ import { ServiceGate, type ServiceLimits } from "../engine/limiter.js";
 import { acquireLock, type Lock, LockHeldError } from "../engine/lock.js";
 import { SpeechPricer } from "../engine/pricing.js";
 import { InlineStager, type MaterialStager, S3Stager } from "../engine/staging.js";
-import { applyRecord, initialState, type JobState, type RunRecord, type RunState } from "../engine/state.js";
+import { applyRecord, initialState, type RunRecord, type RunState } from "../engine/state.js";
 import { DEFAULT_TRACK_OPTIONS, SpeechPoller, type TrackOptions, VideoPoller } from "../engine/tracker.js";
 import type { Job, Problem } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
@@ -25,6 +25,8 @@ import { LocalSink } from "../sinks/local.js";
 import { createS3Client, parseS3Uri, type S3ClientOptions, type S3Location, S3Sink } from "../sinks/s3.js";
 import { OutputError, type Sink } from "../sinks/sink.js";
 import { admit, type BudgetRow } from "./admit.js";
+import { ProgressFeed } from "./feed.js";
+import { Halt } from "./halt.js";
 import { errorInfo, JobRunner, type VoiceRef, voiceHash } from "./jobs.js";
 import { checkOwner, type LocatedRun, locateRun } from "./locate.js";
 import { type PlanResult, plan } from "./plan.js";
@@ -76,22 +78,58 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   /** Gate shared with the clients' HTTP layer; created here when absent. */
   gate?: ServiceGate;
+  /** Stop submitting once too many jobs failed; what is in flight ends; exit 1. */
+  maxFailures?: MaxFailures;
+  /** Stop submitting and waiting at this time; state saved; exit 4. */
+  deadline?: Date;
 }
 
+/** What the run is doing now, for the live display. */
+export type Phase = "planning" | "pre-flight" | "submitting" | "waiting" | "collecting" | "reporting";
+
 export interface Progress {
+  phase: Phase;
+  /** When the run started (epoch ms), before planning. */
+  startedAt: number;
   counts: Record<
     "pending" | "submitting" | "running" | "collecting" | "stored" | "failed" | "cancelled",
     number
   >;
+  /** Jobs reused from an earlier run (counted in `stored` too): not work of this run. */
+  reused: number;
   total: number;
   reserved: number;
   spent: number;
-  etaSeconds?: number;
+  /** The run's points cap, when it has one. */
+  cap?: number;
+  /**
+   * Tasks of this run in flight now: their kind, when they were created (epoch ms) and, for video,
+   * the service's own `estimated_remaining_seconds` at the last look (and when that look was).
+   */
+  inFlight: ReadonlyArray<{
+    kind: "video" | "speech";
+    createdAt: number;
+    remaining?: { seconds: number; at: number };
+  }>;
+  /** Tasks of this run that ended, per kind: how long each took from create to end (ms). */
+  durations: { video: readonly number[]; speech: readonly number[] };
+  /** Jobs of this run not created yet, per kind (waiting for a slot or not started). */
+  queued: { video: number; speech: number };
+  /** Tasks in flight allowed per service. */
+  inFlightLimit: { video: number; speech: number };
 }
+
+/** `--max-failures N|P%`: stop submitting once more than this many jobs (or this share of ended jobs) failed. */
+export type MaxFailures = { count: number } | { percent: number };
+
+/** Why a run stopped submitting before it had done all its work. */
+export type StoppedBy = "max-failures" | "deadline" | "unreachable" | "budget" | "signal";
 
 export interface RunOutcome {
   exitCode: 0 | 1 | 2 | 3 | 4 | 5 | 6;
   message?: string;
+  /** Why the run stopped before doing all its work (also in the report's `run.stopped_by`). */
+  stoppedBy?: StoppedBy;
   errors?: Problem[];
   warnings?: Problem[];
   budget?: BudgetRow[];
@@ -120,9 +158,66 @@ function matchesOnly(job: Job, only: readonly string[]): boolean {
   );
 }
 
+/** The run, and its last word in the log whatever the way out. */
 export async function run(options: RunOptions): Promise<RunOutcome> {
+  const startedAt = Date.now();
+  const halt = new Halt(options.signal, options.deadline);
+  const feed = new ProgressFeed(options.onProgress, startedAt);
+  try {
+    feed.setPhase("planning");
+    const outcome = await runOnce(options, halt, feed);
+    const r = outcome.report;
+    options.logger.info(
+      {
+        event: "run-finished",
+        status: r?.run.status ?? "not-started",
+        exit_code: outcome.exitCode,
+        duration_ms: Date.now() - startedAt,
+        ...(r ? { counts: r.counts, points: r.points } : {}),
+        ...(outcome.stoppedBy ? { stopped_by: outcome.stoppedBy } : {}),
+        ...(outcome.message ? { note: outcome.message } : {}),
+      },
+      `run finished: exit ${outcome.exitCode}`,
+    );
+    return outcome;
+  } finally {
+    halt.dispose();
+  }
+}
+
+/** Why --max-failures stops the run now, or undefined while the failures are within it. */
+export function tooManyFailures(
+  limit: MaxFailures | undefined,
+  failed: number,
+  ended: number,
+): string | undefined {
+  if (!limit) return undefined;
+  if ("count" in limit) {
+    return failed > limit.count
+      ? `${failed} jobs failed, more than --max-failures ${limit.count}`
+      : undefined;
+  }
+  // A share of a handful says little: the first failures of a run do not stop it on their own.
+  if (ended < 5) return undefined;
+  const share = (failed / ended) * 100;
+  return share > limit.percent
+    ? `${failed} of the ${ended} jobs that ended failed (${Number(share.toFixed(1))}%), more than --max-failures ${limit.percent}%`
+    : undefined;
+}
+
+async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Promise<RunOutcome> {
   const cwd = options.cwd ?? process.cwd();
-  const signal = options.signal ?? new AbortController().signal;
+  // The user's stop, the deadline and an unreachable service all end the run here.
+  const signal = halt.signal;
+  /** How a run that stopped early says so, when it stopped before submitting anything. */
+  const stoppedEarly = (): RunOutcome => ({
+    exitCode: halt.exitCode,
+    ...(halt.by && halt.by !== "signal" ? { stoppedBy: halt.by } : {}),
+    message:
+      halt.by === "signal"
+        ? "interrupted before anything was submitted"
+        : `${halt.message ?? "stopped"}; nothing was submitted`,
+  });
 
   // ---- the run's manifest and state, offline: nothing is built from the name before it is checked ----
   let located = options.located;
@@ -173,6 +268,11 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       breakLock: options.breakLock === true,
       ...options.lease,
       onLost: (error) => lockLost.abort(error),
+      // A killed container's lock cannot be judged by its pid: it is watched for the rest of its lease.
+      wait: {
+        signal,
+        onWait: (message, waitMs) => options.logger.warn({ event: "lock-wait", wait_ms: waitMs }, message),
+      },
       onRefreshError: (error) =>
         options.logger.warn(
           { event: "lock-refresh-failed", error: errorInfo(error) },
@@ -181,6 +281,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     });
   } catch (error) {
     if (error instanceof LockHeldError) return { exitCode: 5, message: error.message, statePath };
+    if (signal.aborted) return stoppedEarly();
     throw error;
   }
   if (lock.replaced) options.logger.warn({ event: "lock-replaced" }, lock.replaced.message);
@@ -202,7 +303,11 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     });
   } catch (error) {
     // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
-    if (signal.aborted) return early({ exitCode: 4, message: "interrupted before anything was submitted" });
+    if (signal.aborted) return early(stoppedEarly());
+    if (isUnavailable(error)) {
+      halt.unreachable(error);
+      return early({ ...stoppedEarly(), warnings: located.loaded.warnings });
+    }
     // A missing, wrong or revoked key is a usage error: nothing was submitted.
     if (error instanceof AuthenticationError || error instanceof PermissionError) {
       return early({ exitCode: 2, message: error.message });
@@ -260,11 +365,14 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   // With callbacks, a video task is looked at only now and then: the callbacks bring the news.
   const videoTrack = options.callback ? { ...track, minIntervalMs: track.minIntervalMs * 10 } : track;
   let log = options.logger;
-  const trouble = (taskId: string, error: unknown, failures: number) =>
+  const trouble = (taskId: string, error: unknown, failures: number) => {
     log.warn(
       { event: "poll-failed", task_id: taskId, failures, error: errorInfo(error) },
       "a look at a task failed; trying again",
     );
+    // A list that fails falls back to looks at single tasks, which decide.
+    if (taskId !== "(list)" && isUnavailable(error)) halt.unreachable(error);
+  };
   const video = new VideoPoller(options.clients.video, videoTrack, stopController.signal, trouble);
   const listener = options.callback
     ? new CallbackListener({ ...options.callback.listen, onTask: (task) => video.offer(task) })
@@ -351,8 +459,35 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     }
     const work = admission.work;
     const ledger = new LocalLedger(admission.cap, admission.openReserved);
+    log.info(
+      {
+        event: "run-started",
+        manifest: manifest.display,
+        name: manifest.name,
+        jobs: planned.jobs.length,
+        todo: work.length,
+        skipped: planned.jobs.length - work.length,
+        ...(options.fresh ? { fresh: true } : {}),
+        ...(options.retryFailed ? { retry_failed: true } : {}),
+        ...(only ? { only } : {}),
+      },
+      `run started: ${work.length} of ${planned.jobs.length} jobs to do`,
+    );
+    const estimate = work.reduce((sum, job) => sum + (job.points ?? 0), 0);
+    log.info(
+      {
+        event: "admitted",
+        estimate,
+        ...(maxPoints !== undefined ? { cap: maxPoints } : {}),
+        balance: available,
+        ...(admission.openReserved > 0 ? { reserved_by_open_tasks: admission.openReserved } : {}),
+      },
+      `admitted: ${estimate} points estimated, balance ${available}${maxPoints !== undefined ? `, cap ${maxPoints}` : ""}`,
+    );
+    let stoppedBy: StoppedBy | undefined;
 
     // ---- pre-flight: skills, voices, what dead writers left in the store ----
+    feed.setPhase("pre-flight");
     const skillIds = await syncSkills(options.clients, j, planned.jobs, manifest.skills, signal);
     const voiceRefs = await prepareVoices(options.clients, j, planned.jobs, signal, log);
     if (sink.cleanup) {
@@ -371,49 +506,49 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         );
     }
 
-    // ---- run the jobs ----
-    const started = Date.now();
-    // Counts kept up to date job by job: a progress report costs O(1), not a pass over every job.
-    const counts: Progress["counts"] = {
-      pending: 0,
-      submitting: 0,
-      running: 0,
-      collecting: 0,
-      stored: 0,
-      failed: 0,
-      cancelled: 0,
-    };
-    const counted = new Map<string, JobState["status"]>();
-    for (const job of planned.jobs) {
-      const status = state().jobs[job.id]?.status ?? "pending";
-      counted.set(job.id, status);
-      counts[status] += 1;
+    // Test-only (documented in the README): a bug inside a run that holds its lock and its journal,
+    // to check exit 70 and that the state is saved and the lock let go.
+    if (options.env?.CLAPPER_TEST_FAULT === "internal") {
+      throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");
     }
-    /** Reports progress; `job` is the one whose state just changed. */
-    const progress = (job?: Job): void => {
-      if (!options.onProgress) return;
-      if (job) {
-        const was = counted.get(job.id) ?? "pending";
-        const now = state().jobs[job.id]?.status ?? "pending";
-        if (was !== now) {
-          counts[was] -= 1;
-          counts[now] += 1;
-          counted.set(job.id, now);
-        }
-      }
-      const snap = ledger.snapshot();
-      const done = counts.stored + counts.failed + counts.cancelled;
-      const rate = done > 0 ? (Date.now() - started) / 1000 / done : undefined;
-      const left = planned.jobs.length - done;
-      options.onProgress({
-        counts: { ...counts },
+
+    // ---- run the jobs ----
+    const workIds = new Set(work.map((job) => job.id));
+    const statusOf = (id: string) => state().jobs[id]?.status ?? "pending";
+    feed.start(
+      {
         total: planned.jobs.length,
-        reserved: snap.reserved,
-        spent: snap.spent,
-        ...(rate !== undefined ? { etaSeconds: Math.round(rate * left) } : {}),
-      });
+        reused: planned.jobs.filter((job) => !workIds.has(job.id) && statusOf(job.id) === "stored").length,
+        ...(maxPoints !== undefined ? { cap: maxPoints } : {}),
+        ledger: () => ledger.snapshot(),
+        inFlight: (kind) => (kind === "video" ? video : speech).inFlight(),
+        durations: (kind) => (kind === "video" ? video : speech).durations,
+        inFlightLimit: { video: gate.video.tasks.concurrency, speech: gate.speech.tasks.concurrency },
+      },
+      planned.jobs.map((job) => ({ id: job.id, kind: job.kind, status: statusOf(job.id) })),
+    );
+    // --max-failures counts the jobs of this run that ended, and those of them that failed.
+    let ended = 0;
+    let failedNow = 0;
+    /** `job` just changed: the display hears of it, and too many failures stop new submissions. */
+    const progress = (job?: Job): void => {
+      if (!job) {
+        feed.flush();
+        return;
+      }
+      const now = statusOf(job.id);
+      const was = feed.job(job.id, job.kind, now);
+      if (was === now || !workIds.has(job.id)) return;
+      if (now === "stored" || now === "failed" || now === "cancelled") ended += 1;
+      if (now === "failed") failedNow += 1;
+      const why = tooManyFailures(options.maxFailures, failedNow, ended);
+      if (why && !runner.stopped) {
+        stoppedBy = "max-failures";
+        runner.stopSubmitting(`${why}: new submissions stopped; the tasks in flight were let finish`, true);
+        log.warn({ event: "max-failures", failed: failedNow, ended }, why);
+      }
     };
-    progress();
+    feed.setPhase("submitting");
 
     const price = planned.speechPrice.value;
     const runner = new JobRunner({
@@ -438,6 +573,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       skillIds,
       voiceRefs,
       signal: stopController.signal,
+      unavailable: (error) => halt.unreachable(error),
       log,
       progress,
       fail,
@@ -505,10 +641,17 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     }
 
     // ---- report ----
+    feed.setPhase("reporting");
     const interrupted = signal.aborted;
-    const notes = [runner.stopped, runner.collectionPending, runner.unfinished].filter(
-      (n): n is string => n !== undefined,
-    );
+    if (halt.by) stoppedBy = halt.by;
+    else if (runner.stopped && !stoppedBy) stoppedBy = "budget";
+    const stopMessage = halt.by && halt.by !== "signal" ? halt.message : runner.stopped;
+    const notes = [
+      halt.by && halt.by !== "signal" ? halt.message : undefined,
+      runner.stopped,
+      runner.collectionPending,
+      runner.unfinished,
+    ].filter((n): n is string => n !== undefined);
     // With --only, the run is about the jobs it was asked to do; the others are listed as they stand.
     const chosen = only ? planned.jobs.filter(selected).map((job) => job.id) : undefined;
     const report = buildReport({
@@ -522,6 +665,8 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         ? undefined
         : (await options.clients.video.pointsSummary().catch(() => undefined))?.available_points,
       ...(notes.length > 0 ? { note: notes.join("; ") } : {}),
+      ...(stoppedBy ? { stoppedBy } : {}),
+      ...(stopMessage ? { stopMessage } : {}),
     });
     let reportUris: string[] | undefined;
     try {
@@ -546,10 +691,11 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
         },
         { durable: true },
       );
-    const exitCode = interrupted ? 4 : report.run.status === "succeeded" && reportUris ? 0 : 1;
+    const exitCode = interrupted ? halt.exitCode : report.run.status === "succeeded" && reportUris ? 0 : 1;
     return {
       exitCode,
       report,
+      ...(stoppedBy ? { stoppedBy } : {}),
       ...(reportUris ? { reportUris } : {}),
       statePath,
       warnings: planned.warnings,
@@ -558,8 +704,11 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     };
   } catch (error) {
     // Interrupted during the pre-flight (skills, voices): nothing was submitted; the journal holds what was done.
-    if (signal.aborted)
-      return { exitCode: 4, message: "interrupted: state saved; run again to resume", statePath };
+    if (signal.aborted) return { ...stoppedEarly(), message: halt.message ?? "interrupted", statePath };
+    if (isUnavailable(error)) {
+      halt.unreachable(error);
+      return { ...stoppedEarly(), message: halt.message ?? "unreachable", statePath };
+    }
     throw error;
   } finally {
     signal.removeEventListener("abort", onAbort);

@@ -1,0 +1,67 @@
+// Why a run stops before its work is done, in one place: the user's signal (Ctrl-C, SIGTERM), the
+// deadline (`--deadline`), or a service or store that cannot be reached. All three stop submitting
+// and waiting alike, save the state and leave the tasks in flight to the next run; only the exit
+// code and the message differ (4 for a stop and a deadline, 6 for an unreachable dependency).
+
+export type HaltReason = "signal" | "deadline" | "unreachable";
+
+/** setTimeout's longest delay; a later deadline is reached in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export class Halt {
+  private readonly controller = new AbortController();
+  /** Aborted at the first reason; every wait of the run listens here. */
+  readonly signal: AbortSignal = this.controller.signal;
+  by: HaltReason | undefined;
+  message: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onSignal: () => void;
+
+  constructor(
+    private readonly user: AbortSignal | undefined,
+    deadline: Date | undefined,
+  ) {
+    this.onSignal = () => this.stop("signal", "interrupted: state saved; run again to resume");
+    if (user?.aborted) this.onSignal();
+    else user?.addEventListener("abort", this.onSignal, { once: true });
+    if (deadline) this.arm(deadline);
+  }
+
+  private arm(deadline: Date): void {
+    const left = deadline.getTime() - Date.now();
+    if (left <= 0) {
+      this.stop(
+        "deadline",
+        `the deadline ${deadline.toISOString()} was reached: new submissions stopped and the tasks in flight are left for the next run, which resumes them and pays nothing twice`,
+      );
+      return;
+    }
+    this.timer = setTimeout(() => this.arm(deadline), Math.min(left, MAX_TIMER_MS));
+    // A deadline never keeps a finished process alive.
+    this.timer.unref();
+  }
+
+  /** A service or the store cannot be reached after the HTTP layer's own retries. */
+  unreachable(error: unknown): void {
+    const what = (error as Error)?.message ?? String(error);
+    this.stop("unreachable", `${what}: the run stopped with its state saved; run again once it is reachable`);
+  }
+
+  /** The first reason wins: a deadline that comes during a stop does not rename it. */
+  private stop(by: HaltReason, message: string): void {
+    if (this.by) return;
+    this.by = by;
+    this.message = message;
+    this.controller.abort(new Error(message));
+  }
+
+  /** The exit code of a run that stopped for this reason. */
+  get exitCode(): 4 | 6 {
+    return this.by === "unreachable" ? 6 : 4;
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.user?.removeEventListener("abort", this.onSignal);
+  }
+}
