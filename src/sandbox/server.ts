@@ -26,6 +26,14 @@ export const SandboxOptions = z.object({
   timeScale: z.number().positive().default(1),
   rateLimit: z.number().positive().nullable().default(null),
   allowPrivateUrls: z.boolean().default(false),
+  /**
+   * The address clients use, when it is not the one listened on (a container reached by its name
+   * on a Docker network, a published port): result and upload URLs name it, so they can be fetched.
+   */
+  publicUrl: z
+    .string()
+    .regex(/^https?:\/\/[^/?#\s]+\/?$/, "expected http(s)://HOST[:PORT]")
+    .optional(),
   /** Keep the state in this file (loaded at start, saved after every change). */
   stateFile: z.string().optional(),
   /**
@@ -453,7 +461,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
         }
         org = world.org(orgId);
       }
-      if (!world.baseUrl) world.baseUrl = baseUrlOf(server, options.host);
+      if (!world.baseUrl) world.baseUrl = publicOr(server, options);
       const { body, raw } = store.body
         ? await readBody(req, store.body)
         : { body: undefined, raw: Buffer.alloc(0) };
@@ -493,7 +501,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     });
   });
   server.keepAliveTimeout = 10_000;
-  world.baseUrl = baseUrlOf(server, options.host);
+  world.baseUrl = publicOr(server, options);
   const port = (server.address() as AddressInfo).port;
 
   let closing: Promise<void> | undefined;
@@ -516,6 +524,10 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       return closing;
     },
   };
+}
+
+function publicOr(server: Server, options: { host: string; publicUrl?: string | undefined }): string {
+  return options.publicUrl?.replace(/\/+$/, "") ?? baseUrlOf(server, options.host);
 }
 
 function baseUrlOf(server: Server, host: string): string {

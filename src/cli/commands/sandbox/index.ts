@@ -1,30 +1,38 @@
 // `clapper sandbox`: the emulator of both services as a long-running process.
 import { startSandbox } from "../../../sandbox/index.js";
 import { ExitError } from "../../errors.js";
+import type { Outcome } from "../../output.js";
 import type { SandboxArgs } from "./options.js";
 
-/** Runs until SIGINT/SIGTERM: the first signal closes gracefully, a second exits at once. */
-export async function sandboxCommand(args: SandboxArgs, signal: AbortSignal): Promise<number> {
+/**
+ * Runs until SIGINT/SIGTERM: the first signal closes gracefully, a second exits at once. `ready`
+ * prints the first line scripts wait for (sandbox contract), or its JSON twin with --json.
+ */
+export async function sandboxCommand(
+  args: SandboxArgs,
+  signal: AbortSignal,
+  ready: (url: string) => void,
+): Promise<Outcome> {
   let sandbox: Awaited<ReturnType<typeof startSandbox>>;
   try {
     sandbox = await startSandbox({
       host: args.host,
       port: args.port,
-      keys: args.key.length > 0 ? args.key : ["sk-ml-sandbox=default"],
+      keys: args.key && args.key.length > 0 ? args.key : ["sk-ml-sandbox=default"],
       points: args.points,
       timeScale: args["time-scale"],
       rateLimit: args["rate-limit"] ?? null,
       allowPrivateUrls: args["allow-private-urls"],
+      ...(args["public-url"] ? { publicUrl: args["public-url"] } : {}),
     });
   } catch (error) {
     throw new ExitError(2, `sandbox: ${(error as Error).message}`);
   }
-  // Scripts wait for exactly this first line (sandbox contract).
-  process.stdout.write(`clapper sandbox listening on ${sandbox.url}\n`);
+  ready(sandbox.url);
   await new Promise<void>((resolve) => {
     if (signal.aborted) resolve();
     signal.addEventListener("abort", () => resolve(), { once: true });
   });
   await sandbox.close();
-  return 0;
+  return { code: 0, printed: true };
 }

@@ -1,5 +1,6 @@
 // The flags of `clapper sandbox`, apart from the command so that --help does not load the emulator.
 import type { Argv } from "yargs";
+import type { AddOption } from "../../options.js";
 
 export interface SandboxArgs {
   host: string;
@@ -9,29 +10,48 @@ export interface SandboxArgs {
   "time-scale": number;
   "rate-limit"?: number;
   "allow-private-urls": boolean;
+  "public-url"?: string;
 }
 
-export function sandboxOptions(yargs: Argv): Argv<SandboxArgs> {
-  return yargs
-    .option("host", { type: "string", default: "127.0.0.1", describe: "address to listen on" })
-    .option("port", { type: "number", default: 8787, describe: "port to listen on (0 picks a free one)" })
-    .option("key", {
-      type: "string",
-      array: true,
-      default: [] as string[],
-      describe:
-        "accepted API key and its organization, KEY[=ORG] (repeatable; default sk-ml-sandbox=default)",
-    })
-    .option("points", {
-      type: "number",
-      default: 100_000,
-      describe: "points in each organization's first package",
-    })
-    .option("time-scale", { type: "number", default: 1, describe: "multiplier for every simulated duration" })
-    .option("rate-limit", { type: "number", describe: "requests per second per API key before HTTP 429" })
-    .option("allow-private-urls", {
-      type: "boolean",
-      default: false,
-      describe: "accept loopback and private addresses for materials and callbacks (local tests only)",
-    }) as unknown as Argv<SandboxArgs>;
+export function sandboxOptions(yargs: Argv, option: AddOption): Argv<SandboxArgs> {
+  let y = option(yargs, "host", { type: "string", default: "127.0.0.1", describe: "address to listen on" });
+  y = option(y, "port", {
+    type: "number",
+    rule: { min: 0, max: 65535, integer: true },
+    default: 8787,
+    describe: "port to listen on (0 picks a free one)",
+  });
+  y = option(y, "key", {
+    type: "string",
+    array: true,
+    describe: "accepted API key and its organization, KEY[=ORG] (repeatable; default sk-ml-sandbox=default)",
+  });
+  y = option(y, "points", {
+    type: "number",
+    rule: { min: 0, integer: true },
+    default: 100_000,
+    describe: "points in each organization's first package",
+  });
+  y = option(y, "time-scale", {
+    type: "number",
+    rule: { min: 0, above: true },
+    default: 1,
+    describe: "multiplier for every simulated duration",
+  });
+  y = option(y, "rate-limit", {
+    type: "number",
+    rule: { min: 0, above: true },
+    describe: "requests per second per API key before HTTP 429",
+  });
+  y = option(y, "allow-private-urls", {
+    type: "boolean",
+    default: false,
+    describe: "accept loopback and private addresses for materials and callbacks (local tests only)",
+  });
+  y = option(y, "public-url", {
+    type: "string",
+    describe:
+      "address clients reach the sandbox at, named in result and upload URLs (default: the address listened on; e.g. http://clapper-sandbox:8787 on a Docker network)",
+  });
+  return y as unknown as Argv<SandboxArgs>;
 }
