@@ -1,5 +1,7 @@
 // Where the services are and which key to use: defaults, then environment, then flags, resolved
 // in this one place. `--sandbox` replaces all of it with an in-process emulator.
+import { mkdir } from "node:fs/promises";
+import { dirname } from "node:path";
 import type { RequestGate } from "../api/http.js";
 import {
   type Clients,
@@ -10,7 +12,7 @@ import {
 } from "../api/index.js";
 import { FILE_LIMITS, FileError, readRegularFile } from "../manifest/files.js";
 import type { Sandbox } from "../sandbox/index.js";
-import { ExitError } from "./errors.js";
+import { ExitError, fsExit, tagService } from "./errors.js";
 
 export interface ConnectionArgs {
   sandbox?: boolean;
@@ -97,7 +99,10 @@ export async function connect(
   extras: ConnectExtras = {},
 ): Promise<Connection> {
   if (args.timeout !== undefined && !(Number.isFinite(args.timeout) && args.timeout > 0)) {
-    throw new ExitError(2, `--timeout must be a positive number of seconds, got ${args.timeout}`);
+    throw new ExitError(
+      2,
+      `--timeout: expected a number of seconds > 0, got ${JSON.stringify(String(args.timeout))}`,
+    );
   }
   const timeoutMs = args.timeout !== undefined ? Math.ceil(args.timeout * 1000) : undefined;
   const policies = retryPoliciesFromEnv(env);
@@ -109,18 +114,42 @@ export async function connect(
     ...(extras.allowPrivateUrls ? { allowPrivateUrls: true } : {}),
   };
   if (args.sandbox) {
+    const stateFile = extras.sandboxStateFile;
+    if (stateFile) {
+      // The emulator writes its state after every change: a folder it cannot write would turn
+      // every change into a service error.
+      try {
+        await mkdir(dirname(stateFile), { recursive: true });
+      } catch (error) {
+        throw fsExit(error, {
+          action: "create the folder of the sandbox state",
+          path: dirname(stateFile),
+          hint: "pass --sandbox-state FILE in a writable place",
+        });
+      }
+    }
     const { startSandbox } = await import("../sandbox/index.js");
-    const sandbox = await startSandbox({
-      port: 0,
-      timeScale: extras.sandboxTimeScale ?? 0.01,
-      keys: [SANDBOX_KEY],
-      // Local trials stage materials on local stores (a MinIO on localhost): let the emulator fetch them.
-      allowPrivateUrls: true,
-      // A fixed secret keeps result URLs signed before a restart valid after it (local use only).
-      ...(extras.sandboxStateFile
-        ? { stateFile: extras.sandboxStateFile, secret: "clapper-local-sandbox" }
-        : {}),
-    });
+    let sandbox: Sandbox;
+    try {
+      sandbox = await startSandbox({
+        port: 0,
+        timeScale: extras.sandboxTimeScale ?? 0.01,
+        keys: [SANDBOX_KEY],
+        // Local trials stage materials on local stores (a MinIO on localhost): let the emulator fetch them.
+        allowPrivateUrls: true,
+        // A fixed secret keeps result URLs signed before a restart valid after it (local use only).
+        ...(stateFile ? { stateFile, secret: "clapper-local-sandbox" } : {}),
+      });
+    } catch (error) {
+      // A state file that cannot be read (not JSON, a folder, no permission) is the user's to fix.
+      if (stateFile) {
+        throw new ExitError(
+          2,
+          `the sandbox state ${stateFile} cannot be used: ${(error as Error).message}; pass another --sandbox-state FILE or remove it`,
+        );
+      }
+      throw error;
+    }
     const clients = createClients({ baseUrl: sandbox.url, apiKey: SANDBOX_KEY, ...common });
     return {
       ...clients,
@@ -170,4 +199,47 @@ export async function connect(
   }
   const clients = createClients({ baseUrl, apiKey, ...common });
   return { ...clients, baseUrl };
+}
+
+/**
+ * The connection's clients, marking every API error they throw with the service it came from, so
+ * the message at the top can say "the video service at URL is unreachable".
+ */
+export function tagServices<T extends Pick<Clients, "video" | "speech">>(conn: T): T {
+  return { ...conn, video: tagged(conn.video, "video"), speech: tagged(conn.speech, "speech") };
+}
+
+function tagged<T extends object>(client: T, service: string): T {
+  const mark = (error: unknown) => tagService(error, service);
+  return new Proxy(client, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        let result: unknown;
+        try {
+          result = (value as (...a: unknown[]) => unknown).apply(target, args);
+        } catch (error) {
+          throw mark(error);
+        }
+        if (result instanceof Promise) {
+          return result.catch((error: unknown) => {
+            throw mark(error);
+          });
+        }
+        if (result && typeof (result as AsyncIterable<unknown>)[Symbol.asyncIterator] === "function") {
+          return taggedIterable(result as AsyncIterable<unknown>, mark);
+        }
+        return result;
+      };
+    },
+  });
+}
+
+async function* taggedIterable<T>(it: AsyncIterable<T>, mark: (error: unknown) => unknown): AsyncIterable<T> {
+  try {
+    yield* it;
+  } catch (error) {
+    throw mark(error);
+  }
 }

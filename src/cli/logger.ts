@@ -1,13 +1,30 @@
 // pino to stderr, so stdout stays for results (tables, --json). Keys are redacted by path as a
 // second line of defence: no code path puts the key into a log object in the first place.
+//
+// Two formats: `json` (one object per line, for machines and log shippers) and `pretty` (one
+// readable line per event, through pino-pretty's formatter called synchronously: no worker thread,
+// so no line is lost when the process exits right after logging it).
+import { createRequire } from "node:module";
 import pino, { type Logger } from "pino";
+import type { PrettyOptions } from "pino-pretty";
 import { redact } from "../api/redact.js";
 
+/** pino-pretty, loaded only when pretty lines are asked for. */
+function prettyFactory(options: PrettyOptions): (line: string) => string {
+  const load = createRequire(import.meta.url)("pino-pretty") as {
+    prettyFactory: (o: PrettyOptions) => (line: string) => string;
+  };
+  return load.prettyFactory(options);
+}
+
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+export const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+export type LogFormat = "json" | "pretty";
+export const LOG_FORMATS: readonly LogFormat[] = ["json", "pretty"];
 
 export function createLogger(
   level: LogLevel = "warn",
-  destination: pino.DestinationStream = pino.destination(2),
+  destination: pino.DestinationStream = pino.destination({ dest: 2, sync: true }),
 ): Logger {
   return pino(
     {
@@ -22,4 +39,46 @@ export function createLogger(
     },
     destination,
   );
+}
+
+export interface CliLoggerOptions {
+  level: LogLevel;
+  format: LogFormat;
+  /** Colours in pretty lines (a terminal). */
+  color?: boolean;
+  /**
+   * Where pretty lines go, each a complete line without its newline (default: stderr). The live
+   * progress display passes its own, so lines print above its status line.
+   */
+  writeLine?: (line: string) => void;
+}
+
+/** The CLI's logger in the format asked for. */
+export function createCliLogger(o: CliLoggerOptions): Logger {
+  if (o.format === "json") return createLogger(o.level);
+  const prettify = prettyFactory({
+    colorize: o.color === true,
+    singleLine: true,
+    translateTime: "HH:MM:ss.l",
+    ignore: "pid,hostname",
+  });
+  const writeLine = o.writeLine ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  return createLogger(o.level, {
+    write(chunk: string) {
+      for (const line of prettify(chunk).split("\n")) if (line !== "") writeLine(line);
+    },
+  });
+}
+
+/**
+ * The level: the one asked for (flag or CLAPPER_LOG_LEVEL) whatever the format; else `info` for
+ * the JSON log of a run (one event per state change, which scripts follow), `warn` otherwise.
+ */
+export function defaultLogLevel(o: {
+  asked?: LogLevel | undefined;
+  command: string;
+  format: LogFormat;
+}): LogLevel {
+  if (o.asked) return o.asked;
+  return o.command === "run" && o.format === "json" ? "info" : "warn";
 }

@@ -212,7 +212,7 @@ describe("skills", () => {
   it("push refuses a folder that does not exist", async () => {
     const r = await run(["skills", "push", join(dir.path, "absent")], env);
     expect(r.code).toBe(2);
-    expect(r.err).toContain("cannot read skills folder");
+    expect(r.err).toMatch(/cannot read the skills folder .*absent: no such file or folder \(ENOENT\)/);
   });
 });
 
@@ -241,7 +241,8 @@ describe("voices", () => {
   it("refuses a reference file the service would refuse, before uploading it", async () => {
     const s = await fresh();
     const r = await run(["voices", "create", "Blip", await dir.wav("blip.wav", 300)], envFor(s));
-    expect(r.code).toBe(1);
+    // The user's file is wrong and nothing was uploaded: a usage error.
+    expect(r.code).toBe(2);
     expect(r.err).toContain("expected a duration from 0.5 to 15 s, got 0.30 s");
     expect((await stats(s)).requests["POST /audio/v1/upload_urls"]).toBeUndefined();
   });
@@ -310,7 +311,9 @@ describe("tasks", () => {
     expect(await ok(["tasks", "list", "--status", "generating", "--kind", "video"], env)).toBe("no tasks");
     const bad = await run(["tasks", "list", "--status", "bogus"], env);
     expect(bad.code).toBe(2);
-    expect(bad.err).toContain("--status must be one of");
+    expect(bad.err).toContain(
+      '--status: expected one of queued, running, succeeded, failed, cancelled, generating, got "bogus"',
+    );
   });
 
   it("gets a task of either kind, with or without --kind", async () => {
@@ -380,10 +383,11 @@ describe("configuration and exit codes", () => {
     expect(ftp.err).toContain("--base-url must be an http or https URL");
   });
 
-  it("a refused key is exit 1: the API key was refused", async () => {
+  it("a refused key is exit 2: the API key was refused, check the key", async () => {
     const r = await run(["balance"], { CLAPPER_BASE_URL: s.url, CLAPPER_API_KEY: "sk-ml-not-a-real-key" });
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.err).toContain("the API key was refused");
+    expect(r.err).toContain("check the key (CLAPPER_API_KEY or --api-key-file)");
     expect(r.err.split("\n")).toHaveLength(1);
     expect(r.out).toBe("");
   });
@@ -398,7 +402,7 @@ describe("configuration and exit codes", () => {
     const env = envFor(s);
     const unknown = await run(["frobnicate"], env);
     expect(unknown.code).toBe(2);
-    expect(unknown.err).toMatch(/^clapper: Unknown argument: frobnicate/);
+    expect(unknown.err).toMatch(/^clapper: unknown argument: frobnicate/);
     expect((await run(["skills"], env)).code).toBe(2);
     expect((await run(["tasks", "explode"], env)).code).toBe(2);
     expect((await run(["balance", "--no-such-flag"], env)).code).toBe(2);
@@ -462,7 +466,7 @@ describe("configuration and exit codes", () => {
     expect(r.err).toContain("CLAPPER_RETRY_BASE_MS");
   });
 
-  it("a service that is down is exit 1 with the reason, after the retries", async () => {
+  it("a service that is down is exit 6 with the reason, after the retries", async () => {
     const down = await sandbox();
     const url = down.url;
     await down.close();
@@ -472,8 +476,10 @@ describe("configuration and exit codes", () => {
       CLAPPER_API_KEY: KEY,
       CLAPPER_RETRY_BASE_MS: "1",
     });
-    expect(r.code).toBe(1);
-    expect(r.err).toMatch(/^clapper: .*connection failed \(ECONNREFUSED\)$/);
+    expect(r.code).toBe(6);
+    expect(r.err).toMatch(
+      /^clapper: the (video|speech) service at http:\S+ is unreachable \(ECONNREFUSED\): .*connection to http:\S+ failed \(ECONNREFUSED\); check the address and the network, then run again$/,
+    );
     expect(Date.now() - started).toBeLessThan(3000);
   });
 });

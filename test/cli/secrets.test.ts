@@ -117,7 +117,8 @@ describe("the key stays secret", () => {
 
   it("when the key is refused (401)", async () => {
     const r = await run(["balance"], { ...env, CLAPPER_API_KEY: WRONG });
-    expect(r.code).toBe(1);
+    // A refused key is a usage error (exit 2: check the key), not a failed job.
+    expect(r.code).toBe(2);
     expect(r.err).toContain("the API key was refused");
     expect(r.lines.some((l) => l.status === 401)).toBe(true);
     expectNoKey(r, WRONG, SECRET);
@@ -138,7 +139,8 @@ describe("the key stays secret", () => {
     const url = down.url;
     await down.close();
     const r = await run(["tasks", "list"], { ...env, CLAPPER_BASE_URL: url });
-    expect(r.code).toBe(1);
+    // Unreachable: exit 6 (run again later).
+    expect(r.code).toBe(6);
     expect(r.err).toContain("ECONNREFUSED");
     expect(r.lines.filter((l) => l.error === "ECONNREFUSED").length).toBeGreaterThan(1);
     expectNoKey(r, SECRET);

@@ -129,7 +129,7 @@ describe("configuration through the AWS SDK's own chain", () => {
     // Found before anything is paid for: the output is proved writable first (exit 2: a setting).
     expect(denied.code).toBe(2);
     expect(denied.messages.join("\n")).toMatch(
-      /^S3: writing a test object to s3:\/\/clapper-out\/denied\/chain\/ failed: .*\(access denied: check the credentials.*nothing was submitted$/m,
+      /^(clapper: )?S3: writing a test object to s3:\/\/clapper-out\/denied\/chain\/ failed: .*\(access denied: check the credentials.*nothing was submitted$/m,
     );
     expect(denied.messages.join("\n")).not.toMatch(/Stream of unknown length/);
     expect(await store.list("denied/")).toEqual([]);

@@ -31,6 +31,14 @@ export function planJson(r: PlanResult) {
     // The problems kept (a bounded number), and how many were found in all.
     errors: r.errors.map(formatProblem),
     warnings: r.warnings.map(formatProblem),
+    // The same problems, each with its parts apart: for editors, CI annotations and scripts.
+    problems: [...r.errors, ...r.warnings].map((p) => ({
+      severity: p.severity,
+      file: p.file,
+      line: p.line,
+      field: p.field,
+      message: p.message,
+    })),
     error_count: r.errors.length + (r.omitted?.errors ?? 0),
     warning_count: r.warnings.length + (r.omitted?.warnings ?? 0),
   };

@@ -4,6 +4,8 @@ import { mkdir } from "node:fs/promises";
 import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
 import { dirname, join } from "node:path";
+import type { Logger } from "pino";
+import { ConnectionError } from "../../../api/errors.js";
 import type { Clients } from "../../../api/index.js";
 import { Journal } from "../../../engine/journal.js";
 import { ServiceGate } from "../../../engine/limiter.js";
@@ -15,15 +17,16 @@ import {
   type RunRecord,
   type RunState,
 } from "../../../engine/state.js";
-import { formatProblems } from "../../../manifest/problems.js";
+import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { buildReport, type Report, writeReports } from "../../../pipeline/report.js";
-import { outputs, type RunOutcome, run } from "../../../pipeline/run.js";
+import { type MaxFailures, outputs, type Progress, type RunOutcome, run } from "../../../pipeline/run.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
-import { type ConnectionArgs, connect } from "../../config.js";
-import { ExitError } from "../../errors.js";
-import { createLogger, type LogLevel } from "../../logger.js";
-import { json, table } from "../../output.js";
+import { OutputError } from "../../../sinks/sink.js";
+import type { ConnectionArgs, connect } from "../../config.js";
+import { ExitError, fsExit, isFsError } from "../../errors.js";
+import type { LogFormat } from "../../logger.js";
+import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
 
 export function renderOutcome(o: RunOutcome): string {
@@ -61,16 +64,32 @@ export function renderOutcome(o: RunOutcome): string {
  * The run's manifest and state, found as `run` finds them: a manifest with errors has no state
  * (exit 2 with its problems), and a state that belongs to another manifest is not read.
  */
-async function locate(manifestPath: string, cwd: string, opts: { state?: string }): Promise<LocatedRun> {
-  const found = await locateRun({
-    manifest: manifestPath,
-    cwd,
-    ...(opts.state ? { state: opts.state } : {}),
-  });
-  if (!found.ok) {
-    throw new ExitError(2, formatProblems(found.errors).join("\n") || `cannot read ${manifestPath}`);
+export async function locate(
+  manifestPath: string,
+  cwd: string,
+  opts: { state?: string | undefined },
+): Promise<LocatedRun> {
+  let found: Awaited<ReturnType<typeof locateRun>>;
+  try {
+    found = await locateRun({ manifest: manifestPath, cwd, ...(opts.state ? { state: opts.state } : {}) });
+  } catch (error) {
+    if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: manifestPath });
+    throw error;
   }
+  if (!found.ok) throw manifestExit(manifestPath, found.errors, found.warnings);
   return found.run;
+}
+
+/** Exit 2 for a manifest with errors: the problems travel with it (JSON, annotations, stderr). */
+export function manifestExit(
+  path: string,
+  errors: readonly Problem[],
+  warnings: readonly Problem[],
+): ExitError {
+  const n = errors.length;
+  return new ExitError(2, `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was done`, {
+    problems: [...errors, ...warnings],
+  });
 }
 
 /** The state, checked to belong to this manifest. */
@@ -81,44 +100,87 @@ async function ownState(located: LocatedRun): Promise<RunState> {
   return state;
 }
 
-/** Reads the state without writing to it: a run may be appending right now. */
-function readState(statePath: string): Promise<RunState> {
-  return Journal.read<RunState, RunRecord>({ path: statePath, initial: initialState, apply: applyRecord });
+/** Reads the state without writing to it: a run may be appending right now. A missing file is a run never made. */
+async function readState(statePath: string): Promise<RunState> {
+  try {
+    return await Journal.read<RunState, RunRecord>({
+      path: statePath,
+      initial: initialState,
+      apply: applyRecord,
+    });
+  } catch (error) {
+    if (isFsError(error)) {
+      throw fsExit(error, {
+        action: "read the run's state",
+        path: statePath,
+        hint: error.code === "ENOTDIR" || error.code === "EISDIR" ? "pass --state FILE" : undefined,
+      });
+    }
+    throw error;
+  }
 }
+
+/** No run was ever made from this state: nothing was recorded. */
+function neverRun(state: RunState): boolean {
+  return state.run === undefined && Object.keys(state.jobs).length === 0;
+}
+
+/** `status` of a manifest never run: the report's shape, its jobs pending, `run.status` "not-run". */
+export type StatusReport = Omit<Report, "run"> & {
+  run: Omit<Report["run"], "status" | "started_at"> & {
+    status: Report["run"]["status"] | "not-run";
+    started_at: string | null;
+  };
+};
 
 export async function status(o: {
   manifest: string;
   cwd: string;
-  state?: string;
-  output?: string;
-}): Promise<Report> {
+  state?: string | undefined;
+}): Promise<StatusReport> {
   const located = await locate(o.manifest, o.cwd, o);
   const { loaded, manifest } = located;
   const state = await ownState(located);
-  return buildReport({
+  const report = buildReport({
     state,
     jobs: loaded.jobs,
     manifest: manifest.display,
     name: manifest.name,
     interrupted: state.run?.finished_at === undefined && state.run !== undefined,
   });
+  if (!neverRun(state)) return report;
+  return {
+    ...report,
+    run: { ...report.run, status: "not-run", started_at: null, finished_at: null },
+    note: `not run yet: clapper run ${manifest.display} starts it`,
+  };
 }
 
 export async function rewriteReport(o: {
   manifest: string;
   cwd: string;
-  state?: string;
-  output?: string;
+  state?: string | undefined;
+  output?: string | undefined;
   s3?: S3ClientOptions;
   env: NodeJS.ProcessEnv;
 }) {
   const located = await locate(o.manifest, o.cwd, o);
   const { loaded, manifest, statePath } = located;
+  // Before any lock: a run never made has no folder to lock in, and nothing to report.
+  if (neverRun(await readState(statePath))) {
+    throw new ExitError(
+      2,
+      `no run of ${manifest.name} yet: nothing to report; run clapper run ${manifest.display} first`,
+    );
+  }
   let lock: Awaited<ReturnType<typeof acquireLock>>;
   try {
     lock = await acquireLock(`${statePath}.lock`);
   } catch (error) {
     if (error instanceof LockHeldError) throw new ExitError(5, error.message);
+    if (isFsError(error)) {
+      throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
+    }
     throw error;
   }
   try {
@@ -136,48 +198,83 @@ export async function rewriteReport(o: {
       manifest,
       o.cwd,
     );
-    const uris = await writeReports(sink, report, o.env);
+    // The run appended the GitHub step summary already: writing the reports again does not append
+    // it a second time.
+    let uris: string[];
+    try {
+      uris = await writeReports(sink, report, o.env, { stepSummary: false });
+    } catch (error) {
+      if (isFsError(error)) {
+        throw fsExit(error, {
+          action: "write the reports in",
+          path: sink.uri("reports"),
+          hint: "give this user write access there, or pass --output DIR to write them elsewhere",
+        });
+      }
+      if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
+      throw error;
+    }
     return { report, uris };
   } finally {
     await lock.release();
   }
 }
 
-/** Cancels the run's tasks that have not ended; the next run records what became of them. */
+export interface CancelRow {
+  job: string;
+  task_id: string;
+  status: string;
+}
+
+/**
+ * Cancels the run's tasks that have not ended; the next run records what became of them. The
+ * services are connected only when there is something to cancel.
+ */
 export async function cancelRun(o: {
   manifest: string;
   cwd: string;
-  state?: string;
-  clients: Pick<Clients, "video" | "speech">;
+  state?: string | undefined;
+  connect: (located: LocatedRun) => Promise<Pick<Clients, "video" | "speech"> & { close(): Promise<void> }>;
   signal?: AbortSignal;
-}) {
-  const state = await ownState(await locate(o.manifest, o.cwd, o));
-  const results: Array<{ job: string; task_id: string; status: string }> = [];
-  for (const job of Object.values(state.jobs)) {
+}): Promise<{ rows: CancelRow[]; never: boolean }> {
+  const located = await locate(o.manifest, o.cwd, o);
+  const state = await ownState(located);
+  const open = Object.values(state.jobs).flatMap((job) => {
     const attempt = openAttempt(job);
-    if (!attempt?.taskId) continue;
+    return attempt?.taskId ? [{ job, taskId: attempt.taskId }] : [];
+  });
+  if (open.length === 0) return { rows: [], never: neverRun(state) };
+  const clients = await o.connect(located);
+  const results: CancelRow[] = [];
+  try {
     const opts = o.signal ? { signal: o.signal } : {};
-    try {
-      const res =
-        job.kind === "video"
-          ? await o.clients.video.cancelTask(attempt.taskId, opts)
-          : await o.clients.speech.cancelTask(attempt.taskId, opts);
-      results.push({ job: job.id, task_id: attempt.taskId, status: res.status });
-    } catch (error) {
-      results.push({
-        job: job.id,
-        task_id: attempt.taskId,
-        status: `not cancelled: ${(error as Error).message}`,
-      });
+    for (const { job, taskId } of open) {
+      try {
+        const res =
+          job.kind === "video"
+            ? await clients.video.cancelTask(taskId, opts)
+            : await clients.speech.cancelTask(taskId, opts);
+        results.push({ job: job.id, task_id: taskId, status: res.status });
+      } catch (error) {
+        // The service cannot be reached: no other task will fare better; say so at the top.
+        if (error instanceof ConnectionError) throw error;
+        results.push({ job: job.id, task_id: taskId, status: `not cancelled: ${(error as Error).message}` });
+      }
     }
+  } finally {
+    await clients.close();
   }
-  return results;
+  return { rows: results, never: false };
 }
 
-export function renderStatus(r: Report): string {
+export function renderStatus(r: StatusReport): string {
   const c = r.counts;
+  const head =
+    r.run.status === "not-run"
+      ? `run ${r.run.name}: not run yet (${c.total} jobs planned; clapper run ${r.run.manifest} starts it)`
+      : `run ${r.run.name}: ${r.run.status} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`;
   return [
-    `run ${r.run.name}: ${r.run.status} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`,
+    head,
     "",
     table(r.jobs, [
       { header: "JOB", value: (j) => j.id },
@@ -207,142 +304,160 @@ export interface RunArgs {
   rps: number;
   "in-flight": number;
   "poll-interval": number;
-  "log-format"?: "json" | "pretty" | undefined;
   "sandbox-time-scale": number;
   "break-lock": boolean;
   "max-result-mb"?: number | undefined;
   "allow-private-urls": boolean;
   "give-up-after": number;
+  "max-failures"?: MaxFailures | undefined;
+  deadline?: Date | undefined;
 }
 
 export interface RunCommandIo {
   args: RunArgs;
-  global: ConnectionArgs & { json: boolean; "log-level": LogLevel };
+  global: ConnectionArgs & { json: boolean; "sandbox-state"?: string | undefined };
   env: NodeJS.ProcessEnv;
-  stdout: (text: string) => void;
-  stderr: (text: string) => void;
   signal: AbortSignal;
-  logger?: import("pino").Logger;
+  /** The log format chosen (flag, variable, or by the terminal). */
+  format: LogFormat;
+  /** Makes the run's logger; `writeLine` takes the pretty lines when a live display shows. */
+  logger: (writeLine?: (line: string) => void) => Logger;
+  /** Opens the services (the CLI's one way to connect, which remembers the address for messages). */
+  connect: typeof connect;
 }
 
-/** `clapper run`: flags to options, the run, then the outcome on stdout and the exit code. */
-export async function runCommand(o: RunCommandIo): Promise<number> {
+function onlyIds(only: string): string[] {
+  return only
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** `clapper run`: flags to options, the run, then its outcome (printed by main.ts). */
+export async function runCommand(o: RunCommandIo): Promise<Outcome> {
   const { args, global } = o;
-  for (const [flag, value, min] of [
-    ["--max-attempts", args["max-attempts"], 1],
-    ["--rps", args.rps, 0.1],
-    ["--in-flight", args["in-flight"], 1],
-    ["--poll-interval", args["poll-interval"], 0.01],
-    ["--give-up-after", args["give-up-after"], 0.1],
-    ...(args["max-result-mb"] !== undefined ? [["--max-result-mb", args["max-result-mb"], 1] as const] : []),
-  ] as const) {
-    if (!(Number.isFinite(value) && value >= min))
-      throw new ExitError(2, `${flag} must be a number >= ${min}, got ${value}`);
-  }
-  if (
-    args["max-points"] !== undefined &&
-    !(Number.isInteger(args["max-points"]) && args["max-points"] >= 0)
-  ) {
-    throw new ExitError(2, `--max-points must be a whole number >= 0, got ${args["max-points"]}`);
-  }
   const cwd = process.cwd();
-  const terminal = Boolean(process.stderr.isTTY);
-  const format = args["log-format"] ?? (terminal ? "pretty" : "json");
-  // JSON logs carry one event per state change, which the info level holds.
-  const level = format === "json" && global["log-level"] === "warn" ? "info" : global["log-level"];
-  const logger = o.logger ?? createLogger(level);
+  // With pretty logs, the live display shows the run (redrawn in place on a terminal, a status line
+  // now and then elsewhere); log lines print above its status line.
+  const display = o.format === "pretty" ? new ProgressDisplay(process.stderr, { env: o.env }) : undefined;
+  const logger = o.logger(display ? (line) => display.log(line) : undefined);
   const limits = { rps: args.rps, inFlight: args["in-flight"] };
   const gate = new ServiceGate({ video: limits, speech: limits });
-  // Located once, before anything is connected: the sandbox's state lives beside the run's.
-  const found = await locateRun({
-    manifest: args.manifest,
-    cwd,
-    ...(args.state ? { state: args.state } : {}),
-  });
-  if (!found.ok) {
-    o.stderr(`${found.errors.length} error${found.errors.length === 1 ? "" : "s"}:`);
-    for (const line of formatProblems(found.errors)) o.stderr(`  ${line}`);
-    return 2;
-  }
-  const located = found.run;
-  const statePath = located.statePath;
   try {
-    await mkdir(dirname(statePath), { recursive: true });
-  } catch (error) {
-    throw new ExitError(
-      2,
-      `cannot create the state folder ${dirname(statePath)} (${(error as NodeJS.ErrnoException).code ?? error}): pass --state FILE in a writable place`,
-    );
-  }
-  const conn = await connect(global, o.env, logger, {
-    gate,
-    ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
-    ...(global.sandbox
-      ? {
-          sandboxStateFile: join(dirname(statePath), "sandbox.json"),
-          sandboxTimeScale: args["sandbox-time-scale"],
-        }
-      : {}),
-  });
-  const display = format === "pretty" && terminal ? new ProgressDisplay(process.stderr) : undefined;
-  try {
-    const outcome = await run({
-      manifest: args.manifest,
-      cwd,
-      located,
-      clients: conn,
-      breakLock: args["break-lock"],
-      ...(args["max-result-mb"] !== undefined
-        ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
-        : {}),
+    // Located once, before anything is connected: the sandbox's state lives beside the run's.
+    let found: Awaited<ReturnType<typeof locateRun>>;
+    try {
+      found = await locateRun({ manifest: args.manifest, cwd, ...(args.state ? { state: args.state } : {}) });
+    } catch (error) {
+      if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: args.manifest });
+      throw error;
+    }
+    if (!found.ok) return manifestOutcome(args.manifest, found.errors, found.warnings);
+    const located = found.run;
+    const statePath = located.statePath;
+    try {
+      await mkdir(dirname(statePath), { recursive: true });
+    } catch (error) {
+      throw fsExit(error, {
+        action: "create the state folder",
+        path: dirname(statePath),
+        hint: "pass --state FILE in a writable place, or run from a writable folder",
+      });
+    }
+    const conn = await o.connect(global, o.env, logger, {
       gate,
-      statePath,
-      logger,
-      signal: o.signal,
-      env: o.env,
-      maxAttempts: args["max-attempts"],
-      retryFailed: args["retry-failed"],
-      fresh: args.fresh,
-      track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
-      ...(args.output ? { output: args.output } : {}),
-      ...(args.staging ? { staging: args.staging } : {}),
-      ...(args["callback-url"]
-        ? { callback: callbackOptions(args["callback-url"], args["callback-listen"]) }
-        : {}),
-      s3: {
-        ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
-        ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
-      },
-      ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
-      ...(args.only
+      ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
+      ...(global.sandbox
         ? {
-            only: args.only
-              .split(",")
-              .map((s) => s.trim())
-              .filter(Boolean),
+            sandboxStateFile: global["sandbox-state"] ?? sandboxStatePath(statePath),
+            sandboxTimeScale: args["sandbox-time-scale"],
           }
         : {}),
-      ...(display ? { onProgress: (p) => display.update(p) } : {}),
     });
-    display?.done();
-    if (outcome.errors && outcome.errors.length > 0) {
-      o.stderr(`${outcome.errors.length} error${outcome.errors.length === 1 ? "" : "s"}:`);
-      for (const line of formatProblems(outcome.errors)) o.stderr(`  ${line}`);
+    try {
+      const outcome = await run({
+        manifest: args.manifest,
+        cwd,
+        located,
+        clients: conn,
+        breakLock: args["break-lock"],
+        ...(args["max-result-mb"] !== undefined
+          ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
+          : {}),
+        gate,
+        statePath,
+        logger,
+        signal: o.signal,
+        env: o.env,
+        maxAttempts: args["max-attempts"],
+        retryFailed: args["retry-failed"],
+        fresh: args.fresh,
+        track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
+        ...(args.output ? { output: args.output } : {}),
+        ...(args.staging ? { staging: args.staging } : {}),
+        ...(args["callback-url"]
+          ? { callback: callbackOptions(args["callback-url"], args["callback-listen"]) }
+          : {}),
+        s3: {
+          ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
+          ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
+        },
+        ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
+        ...(args.only ? { only: onlyIds(args.only) } : {}),
+        ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
+        ...(args.deadline ? { deadline: args.deadline } : {}),
+        ...(display ? { onProgress: (p: Progress) => display.update(p) } : {}),
+      });
+      display?.done();
+      return runOutcome(outcome, o.format, args.manifest);
+    } finally {
+      await conn.close();
     }
-    if (outcome.warnings && outcome.warnings.length > 0 && format === "pretty") {
-      for (const line of formatProblems(outcome.warnings)) o.stderr(`warning: ${line}`);
-    }
-    if (global.json && outcome.report) o.stdout(json(outcome.report));
-    else {
-      const text = renderOutcome(outcome);
-      if (text) (outcome.exitCode === 0 || outcome.exitCode === 1 ? o.stdout : o.stderr)(text);
-    }
-    return outcome.exitCode;
   } finally {
     display?.done();
-    await conn.close();
     await gate.stop();
   }
+}
+
+/** Where `--sandbox` keeps the emulator's state for a run: beside the run's state. */
+export function sandboxStatePath(statePath: string): string {
+  return join(dirname(statePath), "sandbox.json");
+}
+
+function manifestOutcome(path: string, errors: readonly Problem[], warnings: readonly Problem[]): Outcome {
+  const n = errors.length;
+  return {
+    code: 2,
+    message: `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was submitted`,
+    notes: [`${n} error${n === 1 ? "" : "s"}:`, ...formatProblems(errors).map((line) => `  ${line}`)],
+    problems: [...errors, ...warnings],
+  };
+}
+
+/** The run's outcome as the CLI prints it. */
+function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string): Outcome {
+  if (outcome.errors && outcome.errors.length > 0) {
+    return manifestOutcome(manifestPath, outcome.errors, outcome.warnings ?? []);
+  }
+  const warnings = outcome.warnings ?? [];
+  const notes = format === "pretty" ? formatProblems(warnings).map((line) => `warning: ${line}`) : [];
+  // A report or a budget table explains the outcome; otherwise its message does (`clapper: ...`).
+  const text = outcome.report || outcome.budget ? renderOutcome(outcome) : "";
+  const code = outcome.exitCode;
+  const r = outcome.report;
+  const message =
+    outcome.message ??
+    (r
+      ? `run ${r.run.name}: ${r.run.status} (${r.counts.failed} failed, ${r.counts.cancelled} cancelled, ${r.counts.pending} pending)`
+      : undefined);
+  return {
+    code,
+    ...(r ? { json: r, whole: true } : outcome.budget ? { json: { budget: outcome.budget } } : {}),
+    ...(text ? { text, textTo: code === 0 || code === 1 ? ("stdout" as const) : ("stderr" as const) } : {}),
+    ...(notes.length > 0 ? { notes } : {}),
+    ...(message ? { message } : {}),
+    ...(warnings.length > 0 ? { problems: warnings } : {}),
+  };
 }
 
 /**

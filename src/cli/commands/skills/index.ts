@@ -4,7 +4,7 @@ import { basename, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { Clients } from "../../../api/index.js";
 import type { Skill } from "../../../api/video.js";
-import { ExitError } from "../../errors.js";
+import { ExitError, fsExit } from "../../errors.js";
 import { date, table } from "../../output.js";
 
 export interface SkillsOptions {
@@ -48,7 +48,7 @@ export async function readSkillFile(path: string): Promise<SkillFile> {
   try {
     text = await readFile(path, "utf8");
   } catch (error) {
-    throw new ExitError(2, `cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`);
+    throw fsExit(error, { action: "read the skill file", path });
   }
   let name = basename(path).replace(/\.md$/i, "");
   let description: string | undefined;
@@ -84,10 +84,7 @@ export async function pushSkills(o: SkillsOptions & { dir: string; dryRun?: bool
   try {
     entries = (await readdir(o.dir)).filter((f) => f.toLowerCase().endsWith(".md")).sort();
   } catch (error) {
-    throw new ExitError(
-      2,
-      `cannot read skills folder ${o.dir}: ${(error as NodeJS.ErrnoException).code ?? error}`,
-    );
+    throw fsExit(error, { action: "read the skills folder", path: o.dir });
   }
   const files = await Promise.all(entries.map((f) => readSkillFile(join(o.dir, f))));
   const custom = (await listSkills(o)).filter((s) => !s.official);

@@ -49,8 +49,9 @@ function speechRow(t: SpeechTask): TaskRow {
   };
 }
 
-const VIDEO_STATUSES = new Set(["queued", "running", "succeeded", "failed", "cancelled"]);
-const SPEECH_STATUSES = new Set(["queued", "generating", "succeeded", "failed", "cancelled"]);
+import { SPEECH_STATUSES, VIDEO_STATUSES } from "./statuses.js";
+
+export { TASK_STATUSES } from "./statuses.js";
 
 export async function listTasks(
   o: TasksOptions & { kind?: TaskKind; status?: string; limit: number },

@@ -1,0 +1,922 @@
+// The deployment examples in examples/ (GitHub Actions, GitLab CI, cron, systemd, Kubernetes): every
+// file parses, has the structure its README paragraph relies on, and every clapper command line in
+// it is accepted by clapper's own parser (`parseCommandLine` in src/cli/main.ts), so a renamed or
+// mistyped flag breaks this test rather than somebody's nightly run.
+//
+// How command lines are found (a small extractor, tested on its own below):
+// - shell text (GitHub `run:`, GitLab `script:`, the crontab command) is split into words the way sh
+//   does it: quotes, backslashes, `\`-newline continuations, comments, operators (`&&`, `||`, `;`,
+//   `|`) and redirections (`>> file`, `2>&1`) are understood; a simple command is a clapper
+//   invocation when its program is `clapper`, a path ending in `/clapper` or `bin/clapper.js`
+//   (directly or after `node`), or `npx clapper`, after leading `NAME=value` assignments, `env`
+//   (with `-u NAME`), `exec` and shell keywords (`do`, `then`, ...);
+// - systemd `ExecStart=`: the unit's `\` continuations joined, specifiers replaced (`%%` is `%`, `%d`
+//   the credentials folder), then split like shell text;
+// - crontab: the five time fields dropped, `\%` made `%` and an unescaped `%` ending the command
+//   (what cron does), then split like shell text;
+// - Kubernetes: the container's `command` + `args` arrays as they are (no shell), `$(VAR)` replaced
+//   from the container's `env`; no `command` means the image's entrypoint, clapper.
+// Variables are replaced by plausible values: first those the file itself defines (workflow and job
+// `env:`, GitLab `variables:`, crontab assignments, `Environment=`, container `env`), then what the
+// platform sets (PLATFORM below, e.g. $RUNNER_TEMP, $CI_PROJECT_DIR, $CREDENTIALS_DIRECTORY), then a
+// script's own (SCRIPT_VARS: `$deadline` is an ISO time 50 minutes from now, as `date` makes it).
+// That environment is also what clapper's parser is given.
+// GitHub `${{ expr }}` is replaced before the shell sees it (GITHUB_EXPRESSIONS). A variable or an
+// expression with no value, or a command substitution, left in a clapper command line fails the test.
+import { readdir, readFile, writeFile } from "node:fs/promises";
+import { basename, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAllDocuments, parseDocument } from "yaml";
+import { createLogger } from "../../src/cli/logger.js";
+import { main } from "../../src/cli/main.js";
+import { type TempDir, tempDir } from "../fixtures/audio.js";
+
+const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url));
+
+// ---------------------------------------------------------------------------------------------
+// clapper's parser, loaded on use: it is looked up at run time so that this file compiles whether
+// or not main.ts exports it yet.
+
+type Parsed = { ok: true; command: string; args: Record<string, unknown> } | { ok: false; message: string };
+type ParseCommandLine = (argv: string[], env?: NodeJS.ProcessEnv) => Promise<Parsed>;
+
+async function loadParser(): Promise<ParseCommandLine> {
+  const mod = (await import("../../src/cli/main.js")) as unknown as { parseCommandLine?: ParseCommandLine };
+  if (typeof mod.parseCommandLine !== "function") {
+    throw new Error("src/cli/main.ts does not export parseCommandLine(argv, env) yet");
+  }
+  return mod.parseCommandLine;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shell words.
+
+/** Marks a variable, expression or command substitution that has no value: never valid in argv. */
+const UNSET = "\u0000unset:";
+
+type Lookup = (name: string) => string | undefined;
+
+type Token = { kind: "word"; value: string } | { kind: "op"; value: string };
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*/;
+
+/**
+ * Splits shell text into words and operators, as sh would: quotes removed, variables expanded
+ * (`$NAME`, `${NAME}`, `${NAME:-default}`; unquoted expansions split on blanks), redirections and
+ * their targets dropped, comments skipped. Command substitutions become an UNSET marker.
+ */
+function shellTokens(text: string, lookup: Lookup): Token[] {
+  const tokens: Token[] = [];
+  let fields: string[] | null = null;
+  let quoted = false;
+  let dropNextWord = false;
+  let i = 0;
+
+  const begin = () => {
+    fields ??= [""];
+    return fields;
+  };
+  const append = (s: string) => {
+    const f = begin();
+    f[f.length - 1] += s;
+  };
+  const appendSplit = (s: string) => {
+    const f = begin();
+    const parts = s.split(/[ \t\n]+/);
+    f[f.length - 1] += parts[0] ?? "";
+    for (const part of parts.slice(1)) f.push(part);
+  };
+  const end = () => {
+    if (!fields) return;
+    const words = quoted ? fields : fields.filter((w) => w !== "");
+    fields = null;
+    quoted = false;
+    if (dropNextWord && words.length > 0) {
+      dropNextWord = false;
+      return;
+    }
+    for (const value of words) tokens.push({ kind: "word", value });
+  };
+  const op = (value: string) => {
+    end();
+    tokens.push({ kind: "op", value });
+  };
+
+  /** `$...` at text[i]: returns the value and moves i past it. */
+  const dollar = (): string => {
+    const next = text[i + 1] ?? "";
+    if (next === "(") {
+      // $(...) or $((...)): skipped to the matching parenthesis.
+      let depth = 0;
+      let j = i + 1;
+      for (; j < text.length; j++) {
+        if (text[j] === "(") depth++;
+        else if (text[j] === ")" && --depth === 0) break;
+      }
+      const body = text.slice(i, j + 1);
+      i = j + 1;
+      return `${UNSET}${body}`;
+    }
+    if (next === "{") {
+      const close = text.indexOf("}", i + 2);
+      if (close < 0) throw new Error(`unclosed \${ in: ${text}`);
+      const inner = text.slice(i + 2, close);
+      i = close + 1;
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)(?::?-(.*))?$/.exec(inner);
+      if (!m?.[1]) return `${UNSET}\${${inner}}`;
+      return lookup(m[1]) ?? m[2] ?? `${UNSET}${m[1]}`;
+    }
+    const name = NAME.exec(text.slice(i + 1))?.[0];
+    if (name) {
+      i += 1 + name.length;
+      return lookup(name) ?? `${UNSET}${name}`;
+    }
+    if (/^[?#@*$!0-9-]/.test(next)) {
+      i += 2;
+      return `${UNSET}$${next}`;
+    }
+    i += 1;
+    return "$";
+  };
+
+  while (i < text.length) {
+    const c = text[i] as string;
+    const next = text[i + 1];
+    if (c === "\\" && next === "\n") {
+      i += 2;
+    } else if (c === " " || c === "\t" || c === "\r") {
+      end();
+      i++;
+    } else if (c === "\n") {
+      op("\n");
+      i++;
+    } else if (c === "#" && fields === null) {
+      while (i < text.length && text[i] !== "\n") i++;
+    } else if (c === "'") {
+      const close = text.indexOf("'", i + 1);
+      if (close < 0) throw new Error(`unclosed ' in: ${text}`);
+      begin();
+      quoted = true;
+      append(text.slice(i + 1, close));
+      i = close + 1;
+    } else if (c === '"') {
+      begin();
+      quoted = true;
+      i++;
+      while (i < text.length && text[i] !== '"') {
+        const d = text[i] as string;
+        if (d === "\\" && i + 1 < text.length) {
+          const e = text[i + 1] as string;
+          if (e === "\n") i += 2;
+          else if ('$`"\\'.includes(e)) {
+            append(e);
+            i += 2;
+          } else {
+            append(d);
+            i++;
+          }
+        } else if (d === "$") {
+          append(dollar());
+        } else if (d === "`") {
+          const close = text.indexOf("`", i + 1);
+          append(`${UNSET}${text.slice(i, close + 1)}`);
+          i = close + 1;
+        } else {
+          append(d);
+          i++;
+        }
+      }
+      if (i >= text.length) throw new Error(`unclosed " in: ${text}`);
+      i++;
+    } else if (c === "\\") {
+      append(next ?? "");
+      i += 2;
+    } else if (c === "$") {
+      appendSplit(dollar());
+    } else if (c === "`") {
+      const close = text.indexOf("`", i + 1);
+      append(`${UNSET}${text.slice(i, close + 1)}`);
+      i = close + 1;
+    } else if (c === ">" || c === "<" || (c === "&" && next === ">")) {
+      // A redirection: an all-digit word just before it is its file descriptor.
+      const fd = fields as string[] | null;
+      if (fd && !quoted && fd.length === 1 && /^\d+$/.test(fd[0] ?? "")) {
+        fields = null;
+      } else end();
+      if (c === "<" && next === "<") throw new Error(`here-documents are not supported: ${text}`);
+      i += c === "&" ? 2 : 1;
+      if (text[i] === ">" || text[i] === "|") i++;
+      if (text[i] === "&") {
+        // >&2, 2>&1, <&-: the target is a descriptor, part of the operator.
+        i++;
+        while (/[0-9-]/.test(text[i] ?? "")) i++;
+      } else dropNextWord = true;
+    } else if (c === "&" || c === "|" || c === ";") {
+      const two = next === c ? c + c : c;
+      op(two);
+      i += two.length;
+    } else if (c === "(" || c === ")") {
+      op(c);
+      i++;
+    } else {
+      append(c);
+      i++;
+    }
+  }
+  end();
+  return tokens;
+}
+
+/** The simple commands of shell text: word lists between operators. */
+function simpleCommands(text: string, lookup: Lookup): string[][] {
+  const commands: string[][] = [[]];
+  for (const t of shellTokens(text, lookup)) {
+    if (t.kind === "op") commands.push([]);
+    else commands[commands.length - 1]?.push(t.value);
+  }
+  return commands.filter((c) => c.length > 0);
+}
+
+const KEYWORDS = new Set(["do", "then", "else", "elif", "if", "while", "until", "!", "{", "exec", "time"]);
+
+function isClapper(word: string | undefined): boolean {
+  if (word === undefined) return false;
+  return word === "clapper" || word.endsWith("/clapper") || /(^|\/)clapper\.js$/.test(word);
+}
+
+/** clapper's own argv (what follows the program) when a simple command runs clapper. */
+function clapperArgv(words: readonly string[]): string[] | undefined {
+  let i = 0;
+  for (;;) {
+    const w = words[i];
+    if (w === undefined) return undefined;
+    if (/^[A-Za-z_][A-Za-z0-9_]*=/.test(w) || KEYWORDS.has(w)) i++;
+    else if (w === "env") {
+      i++;
+      while (words[i] !== undefined && (words[i]?.startsWith("-") || /^[A-Za-z_]\w*=/.test(words[i] ?? ""))) {
+        i += words[i] === "-u" ? 2 : 1;
+      }
+    } else break;
+  }
+  const program = words[i];
+  if (isClapper(program)) return words.slice(i + 1);
+  if (program === "npx" && words[i + 1] === "clapper") return words.slice(i + 2);
+  if (program !== undefined && basename(program) === "node") {
+    let j = i + 1;
+    while (words[j]?.startsWith("-")) j++;
+    if (isClapper(words[j]) && words[j]?.endsWith(".js")) return words.slice(j + 1);
+  }
+  return undefined;
+}
+
+/** Mentions of a clapper command in shell text (comment lines left out): what the extractor must find. */
+function mentions(text: string): number {
+  const code = text
+    .split("\n")
+    .filter((line) => !line.trim().startsWith("#"))
+    .join("\n");
+  return (
+    code.match(
+      /(?:^|[\s;&|(])(?:\S*\/)?clapper(?:\.js)?\s+(?:plan|run|report|status|cancel|balance|skills|voices|tasks|sandbox)\b/g,
+    ) ?? []
+  ).length;
+}
+
+interface CommandLine {
+  /** Where it was found: the file and the field. */
+  where: string;
+  argv: string[];
+  /** The environment clapper would see there. */
+  env: Record<string, string>;
+}
+
+function fromShell(where: string, text: string, env: Record<string, string>): CommandLine[] {
+  const lookup: Lookup = (name) => env[name] ?? SCRIPT_VARS[name];
+  const found = simpleCommands(text, lookup)
+    .map(clapperArgv)
+    .filter((argv): argv is string[] => argv !== undefined)
+    .map((argv) => ({ where, argv, env }));
+  // The extractor must not miss what a reader sees: as many command lines as mentions.
+  expect({ where, found: found.length }).toEqual({ where, found: mentions(text) });
+  return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plausible values of what the platforms and the scripts define.
+
+const DEADLINE_ISO = new Date(Date.now() + 50 * 60_000).toISOString().replace(/\.\d{3}Z$/, "Z");
+
+/** What each platform sets (a plausible value each). */
+const PLATFORM = {
+  github: {
+    GITHUB_ACTIONS: "true",
+    GITHUB_WORKSPACE: "/home/runner/work/storyboards/storyboards",
+    GITHUB_STEP_SUMMARY: "/home/runner/work/_temp/_runner_file_commands/step_summary_1",
+    GITHUB_PATH: "/home/runner/work/_temp/_runner_file_commands/add_path_1",
+    RUNNER_TEMP: "/home/runner/work/_temp",
+    HOME: "/home/runner",
+    PWD: "/home/runner/work/storyboards/storyboards",
+  },
+  gitlab: {
+    GITLAB_CI: "true",
+    CI_PROJECT_DIR: "/builds/media/storyboards",
+    CI_DEFAULT_BRANCH: "main",
+    HOME: "/home/node",
+  },
+  cron: { HOME: "/home/clapper", LOGNAME: "clapper" },
+  systemd: { CREDENTIALS_DIRECTORY: "/run/credentials/clapper.service" },
+} satisfies Record<string, Record<string, string>>;
+
+/** What the examples' scripts compute themselves. */
+const SCRIPT_VARS: Record<string, string> = {
+  // deadline="$(date -u -d '+50 minutes' +%Y-%m-%dT%H:%M:%SZ)" in the GitHub run step
+  deadline: DEADLINE_ISO,
+  status: "0",
+  attempt: "1",
+};
+
+/** GitHub expressions, `${{ ... }}`: replaced in the text before the shell sees it. */
+const GITHUB_EXPRESSIONS: Record<string, string> = {
+  "secrets.CLAPPER_API_KEY": "example-api-key-not-a-real-one",
+  "vars.CLAPPER_BASE_URL": "https://media-api.example.com",
+  "vars.AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/clapper",
+  "github.event.pull_request.number": "42",
+  "github.run_id": "9876543210",
+  "github.run_attempt": "1",
+};
+
+function githubExpressions(text: string, env: Record<string, string>): string {
+  return text.replace(/\$\{\{\s*(.*?)\s*\}\}/g, (_m, expr: string) => {
+    const fromEnv = /^env\.([A-Za-z_]\w*)$/.exec(expr)?.[1];
+    if (fromEnv) return env[fromEnv] ?? `${UNSET}${expr}`;
+    return GITHUB_EXPRESSIONS[expr] ?? `${UNSET}${expr}`;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The formats: YAML, systemd units, crontabs.
+
+const read = (path: string) => readFile(join(EXAMPLES, path), "utf8");
+
+function yamlOf(path: string, text: string): any {
+  const doc = parseDocument(text, { prettyErrors: true });
+  expect(doc.errors.map((e) => `${path}: ${e.message}`)).toEqual([]);
+  return doc.toJS();
+}
+
+type Unit = Map<string, Array<[string, string]>>;
+
+/** A systemd unit file: sections of `Key=value` (in order, repeated keys kept), `\` continuations joined. */
+function parseUnit(text: string): Unit {
+  const unit: Unit = new Map();
+  let section: Array<[string, string]> | undefined;
+  const lines = text.replace(/\\\n/g, " ").split("\n");
+  for (const [n, raw] of lines.entries()) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#") || line.startsWith(";")) continue;
+    const header = /^\[([A-Za-z]+)\]$/.exec(line);
+    if (header?.[1]) {
+      section = [];
+      unit.set(header[1], section);
+      continue;
+    }
+    const kv = /^([A-Za-z][A-Za-z0-9]*)=(.*)$/.exec(line);
+    if (!kv?.[1] || !section) throw new Error(`line ${n + 1} is neither a section nor Key=value: ${line}`);
+    section.push([kv[1], (kv[2] ?? "").trim()]);
+  }
+  return unit;
+}
+
+function unitValue(unit: Unit, section: string, key: string): string | undefined {
+  return unit
+    .get(section)
+    ?.filter(([k]) => k === key)
+    .at(-1)?.[1];
+}
+
+/** systemd's specifiers in a command line: %% and the few a unit like this one uses. */
+function systemdSpecifiers(text: string, credentials: string): string {
+  return text.replace(/%(.)/g, (_m, c: string) => {
+    const value = { "%": "%", d: credentials, h: "/home/clapper", n: "clapper.service" }[c];
+    if (value === undefined) throw new Error(`unknown systemd specifier %${c}`);
+    return value;
+  });
+}
+
+interface CronEntry {
+  schedule: string[];
+  command: string;
+}
+
+/** A crontab: `NAME=value` lines, and entries of five time fields (or @keyword) and a command. */
+function parseCrontab(text: string): { env: Record<string, string>; entries: CronEntry[] } {
+  const env: Record<string, string> = {};
+  const entries: CronEntry[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const assignment = /^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(line);
+    if (assignment?.[1]) {
+      env[assignment[1]] = (assignment[2] ?? "").replace(/^(["'])(.*)\1$/, "$2");
+      continue;
+    }
+    const m = line.startsWith("@")
+      ? /^(@\w+)\s+(.+)$/.exec(line)
+      : /^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.+)$/.exec(line);
+    if (!m) throw new Error(`not a crontab entry: ${line}`);
+    const schedule = m.slice(1, -1) as string[];
+    // What cron does with %: an unescaped one ends the command (the rest is its input), \% is a %.
+    let command = "";
+    const rest = m.at(-1) as string;
+    for (let i = 0; i < rest.length; i++) {
+      if (rest[i] === "\\" && rest[i + 1] === "%") {
+        command += "%";
+        i++;
+      } else if (rest[i] === "%") break;
+      else command += rest[i];
+    }
+    entries.push({ schedule, command });
+  }
+  return { env, entries };
+}
+
+const CRON_FIELD = [
+  /^(\*|\d{1,2}(-\d{1,2})?)(\/\d+)?(,(\*|\d{1,2}(-\d{1,2})?)(\/\d+)?)*$/, // minute
+  /^(\*|\d{1,2}(-\d{1,2})?)(\/\d+)?(,(\*|\d{1,2}(-\d{1,2})?)(\/\d+)?)*$/, // hour
+  /^(\*|\d{1,2}(-\d{1,2})?)(\/\d+)?(,(\*|\d{1,2}(-\d{1,2})?)(\/\d+)?)*$/, // day of month
+  /^(\*|\d{1,2}(-\d{1,2})?|[a-z]{3})(\/\d+)?(,(\*|\d{1,2}(-\d{1,2})?|[a-z]{3})(\/\d+)?)*$/i, // month
+  /^(\*|\d(-\d)?|[a-z]{3})(\/\d+)?(,(\*|\d(-\d)?|[a-z]{3})(\/\d+)?)*$/i, // day of week
+];
+
+/** `5h`, `50m`, `5h30min`, `90s` (clapper's --deadline and systemd's time spans) in seconds. */
+function seconds(span: string): number {
+  const unit: Record<string, number> = { h: 3600, min: 60, m: 60, s: 1 };
+  let total = 0;
+  const rest = span.replace(/(\d+)\s*(h|min|m|s)/g, (_m, n: string, u: string) => {
+    total += Number(n) * (unit[u] ?? Number.NaN);
+    return "";
+  });
+  if (rest.trim() !== "" || total === 0) throw new Error(`not a duration: ${span}`);
+  return total;
+}
+
+function flagValue(argv: readonly string[], flag: string): string | undefined {
+  for (const [i, a] of argv.entries()) {
+    if (a === flag) return argv[i + 1];
+    if (a.startsWith(`${flag}=`)) return a.slice(flag.length + 1);
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every example: its structure, and its command lines.
+
+interface Example {
+  file: string;
+  /** At least this many clapper command lines: the test cannot pass on a file it failed to read. */
+  min: number;
+  extract(): Promise<CommandLine[]>;
+}
+
+const examples: Example[] = [
+  {
+    file: "github-actions/clapper.yml",
+    min: 3,
+    async extract() {
+      const wf = yamlOf(this.file, await read(this.file));
+      const out: CommandLine[] = [];
+      const wfEnv: Record<string, string> = { ...(wf.env ?? {}) };
+      for (const [jobId, job] of Object.entries<any>(wf.jobs ?? {})) {
+        const jobEnv = { ...wfEnv, ...(job.env ?? {}) };
+        for (const [n, step] of (job.steps ?? []).entries()) {
+          if (typeof step.run !== "string") continue;
+          const env: Record<string, string> = { ...PLATFORM.github, ...jobEnv, ...(step.env ?? {}) };
+          for (const [k, v] of Object.entries(env)) env[k] = githubExpressions(String(v), env);
+          out.push(
+            ...fromShell(
+              `${this.file} jobs.${jobId}.steps[${n}] (${step.name ?? "run"})`,
+              githubExpressions(step.run, env),
+              env,
+            ),
+          );
+        }
+      }
+      return out;
+    },
+  },
+  {
+    file: "gitlab/.gitlab-ci.yml",
+    min: 3,
+    async extract() {
+      const ci = yamlOf(this.file, await read(this.file));
+      const out: CommandLine[] = [];
+      for (const [name, job] of Object.entries<any>(ci)) {
+        if (!job || typeof job !== "object" || Array.isArray(job)) continue;
+        const env = { ...PLATFORM.gitlab, ...(ci.variables ?? {}), ...(job.variables ?? {}) };
+        for (const part of ["before_script", "script", "after_script"]) {
+          const lines: unknown = job[part];
+          if (lines === undefined) continue;
+          for (const [n, line] of [lines].flat().entries()) {
+            out.push(...fromShell(`${this.file} ${name}.${part}[${n}]`, String(line), env));
+          }
+        }
+      }
+      return out;
+    },
+  },
+  {
+    file: "cron/crontab",
+    min: 1,
+    async extract() {
+      const { env, entries } = parseCrontab(await read(this.file));
+      return entries.flatMap((e, n) =>
+        fromShell(`${this.file} entry ${n + 1}`, e.command, { ...PLATFORM.cron, ...env }),
+      );
+    },
+  },
+  {
+    file: "systemd/clapper.service",
+    min: 1,
+    async extract() {
+      const unit = parseUnit(await read(this.file));
+      const env: Record<string, string> = { ...PLATFORM.systemd };
+      for (const [k, v] of unit.get("Service") ?? []) {
+        if (k !== "Environment") continue;
+        for (const assignment of simpleCommands(v, () => undefined).flat()) {
+          const eq = assignment.indexOf("=");
+          env[assignment.slice(0, eq)] = assignment.slice(eq + 1);
+        }
+      }
+      const credentials = PLATFORM.systemd.CREDENTIALS_DIRECTORY;
+      return (unit.get("Service") ?? [])
+        .filter(([k]) => k === "ExecStart")
+        .flatMap(([, v], n) =>
+          // Prefixes such as - @ : + ! change how systemd runs the command, not its words.
+          fromShell(
+            `${this.file} ExecStart[${n}]`,
+            systemdSpecifiers(v.replace(/^[-@:+!|]+/, ""), credentials),
+            env,
+          ),
+        );
+    },
+  },
+  {
+    file: "kubernetes/cronjob.yaml",
+    min: 1,
+    async extract() {
+      const out: CommandLine[] = [];
+      for (const doc of k8sDocs(await read(this.file))) {
+        if (doc.kind !== "CronJob") continue;
+        for (const c of doc.spec.jobTemplate.spec.template.spec.containers as any[]) {
+          const env: Record<string, string> = {};
+          for (const e of c.env ?? []) {
+            env[e.name] = e.value ?? (e.valueFrom ? "example-value-from-a-secret" : "");
+          }
+          // The kubelet's own expansion of $(VAR) in command and args; $$ is a literal $.
+          const expand = (s: string) =>
+            s.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m: string, name: string | undefined) =>
+              name ? (env[name] ?? m) : "$",
+            );
+          const words = [...(c.command ?? ["clapper"]), ...(c.args ?? [])].map((w: unknown) => {
+            expect(typeof w, `${this.file}: container ${c.name}: every command/args item is a string`).toBe(
+              "string",
+            );
+            return expand(w as string);
+          });
+          const argv = clapperArgv(words);
+          if (argv) out.push({ where: `${this.file} container ${c.name}`, argv, env });
+        }
+      }
+      return out;
+    },
+  },
+];
+
+function k8sDocs(text: string): any[] {
+  const docs = parseAllDocuments(text);
+  const list = Array.isArray(docs) ? docs : [docs];
+  expect(list.flatMap((d) => d.errors.map((e) => e.message))).toEqual([]);
+  return list.map((d) => d.toJS()).filter((d) => d !== null);
+}
+
+const found = new Map<string, CommandLine[]>();
+
+async function commandLines(example: Example): Promise<CommandLine[]> {
+  let lines = found.get(example.file);
+  if (!lines) {
+    lines = await example.extract();
+    found.set(example.file, lines);
+  }
+  return lines;
+}
+
+/** The command lines of one example file, by its path under examples/. */
+function linesOf(file: string): Promise<CommandLine[]> {
+  const example = examples.find((e) => e.file === file);
+  if (!example) throw new Error(`no example ${file}`);
+  return commandLines(example);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe("the extractor", () => {
+  const env: Record<string, string> = { MANIFEST: "jobs/nightly.yaml", FLAGS: "--json --sandbox" };
+  const lookup: Lookup = (name) => env[name];
+
+  it("splits shell words as sh does: quotes, continuations, variables, operators, redirections", () => {
+    const script = [
+      "# clapper run commented-out.yaml",
+      'cd /srv && FOO=1 clapper run "$MANIFEST" \\',
+      `  --output 's3://b/p q' --deadline "\${DEADLINE:-50m}" $FLAGS >>log.jsonl 2>&1 || echo "exit $?"`,
+      "for attempt in 1 2; do node --enable-source-maps /opt/clapper/bin/clapper.js plan x.yaml; done",
+      "env -u GITHUB_STEP_SUMMARY npx clapper report x.yaml --output ci | tee out",
+      "logger -t clapper 'clapper run is mentioned here only as text'",
+      'ln -s "$PWD/bin/clapper.js" /usr/local/bin/clapper',
+    ].join("\n");
+    const argvs = simpleCommands(script, lookup)
+      .map(clapperArgv)
+      .filter((a) => a !== undefined);
+    expect(argvs).toEqual([
+      ["run", "jobs/nightly.yaml", "--output", "s3://b/p q", "--deadline", "50m", "--json", "--sandbox"],
+      ["plan", "x.yaml"],
+      ["report", "x.yaml", "--output", "ci"],
+    ]);
+    // The completeness check (fromShell) counts what a reader sees: the three invocations, not the
+    // comment, the quoted text or the symlink.
+    expect(mentions(script)).toBe(3);
+  });
+
+  it("marks what it cannot know instead of guessing", () => {
+    const [argv] = simpleCommands('clapper run "$(ls jobs | head -1)" --state "$NOPE"', lookup).map(
+      clapperArgv,
+    );
+    expect(argv?.filter((a) => a.includes(UNSET))).toHaveLength(2);
+  });
+
+  it("reads systemd units and crontabs like systemd and cron", () => {
+    const unit = parseUnit("[Service]\nType=oneshot\nExecStart=/usr/bin/clapper run a.yaml \\\n  --x 10%%\n");
+    expect(unitValue(unit, "Service", "Type")).toBe("oneshot");
+    expect(systemdSpecifiers(unitValue(unit, "Service", "ExecStart") ?? "", "/c")).toBe(
+      "/usr/bin/clapper run a.yaml    --x 10%",
+    );
+    const tab = parseCrontab("A=b\n*/5 1-3 * * mon-fri clapper run x --max-failures 10\\% %stdin\n");
+    expect(tab.env).toEqual({ A: "b" });
+    expect(tab.entries).toEqual([
+      { schedule: ["*/5", "1-3", "*", "*", "mon-fri"], command: "clapper run x --max-failures 10% " },
+    ]);
+  });
+});
+
+describe("examples/", () => {
+  let parse: ParseCommandLine;
+  beforeAll(async () => {
+    parse = await loadParser();
+  });
+
+  it("holds exactly the examples this test knows, and a README naming each", async () => {
+    const files: string[] = [];
+    const walk = async (dir: string) => {
+      for (const entry of await readdir(dir, { withFileTypes: true })) {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) await walk(path);
+        else files.push(relative(EXAMPLES, path));
+      }
+    };
+    await walk(EXAMPLES);
+    expect(files.sort()).toEqual(
+      [...examples.map((e) => e.file), "systemd/clapper.timer", "README.md"].sort(),
+    );
+    const readme = await read("README.md");
+    for (const file of files.filter((f) => f !== "README.md")) expect(readme).toContain(file);
+  });
+
+  it("never holds a key: no key-shaped text, and no key flag other than --api-key-file", async () => {
+    for (const e of examples) {
+      const text = await read(e.file);
+      expect(text, e.file).not.toMatch(/sk-ml-[A-Za-z0-9]/);
+      for (const line of await commandLines(e)) {
+        expect(
+          line.argv.filter((a) => /^--(api-?key|key|token)(=|$)/.test(a)),
+          line.where,
+        ).toEqual([]);
+      }
+    }
+  });
+
+  for (const example of examples) {
+    describe(example.file, () => {
+      it(`has at least ${example.min} clapper command line(s), each one accepted by clapper's parser`, async () => {
+        const lines = await commandLines(example);
+        expect(lines.length, `${example.file}: command lines found`).toBeGreaterThanOrEqual(example.min);
+        for (const line of lines) {
+          expect(
+            line.argv.filter((a) => a.includes(UNSET)),
+            `${line.where}: values with no plausible substitute`,
+          ).toEqual([]);
+          const result = await parse(line.argv, line.env);
+          // Every example runs a command on a manifest: `plan M`, `run M ...`, `report M ...`.
+          expect({ where: line.where, argv: line.argv, result }).toMatchObject({
+            where: line.where,
+            argv: line.argv,
+            result: { ok: true, command: line.argv[0], args: { manifest: line.argv[1] } },
+          });
+        }
+      });
+
+      it("has a command line rejected once one of its flags is mistyped (the check is not vacuous)", async () => {
+        const multiWord = (a: string) => /^--[a-z]+-[a-z]/.test(a);
+        const line = (await commandLines(example)).find((l) => l.argv.some(multiWord));
+        expect(line, `${example.file}: a command line with a multi-word flag to mistype`).toBeDefined();
+        const argv = [...(line as CommandLine).argv];
+        const at = argv.findIndex(multiWord);
+        // --max-points -> --max-point, --api-key-file -> --api-key-fil: one letter dropped.
+        argv[at] = (argv[at] as string).replace(/=.*$/, "").slice(0, -1);
+        const result = await parse(argv, (line as CommandLine).env);
+        expect({ argv, result }).toMatchObject({ argv, result: { ok: false } });
+        // Refused for that flag, not for something else.
+        expect(result.ok ? "" : result.message).toContain(argv[at]);
+      });
+    });
+  }
+
+  it("rejects an unknown command and a run without a manifest", async () => {
+    expect(await parse(["rnu", "jobs/nightly.yaml"], {})).toMatchObject({ ok: false });
+    expect(await parse(["run", "--deadline", "50m"], {})).toMatchObject({ ok: false });
+  });
+});
+
+describe("examples/github-actions/clapper.yml", () => {
+  it("plans pull requests and runs pushes to main, one run at a time, with its reports kept", async () => {
+    const file = "github-actions/clapper.yml";
+    const wf = yamlOf(file, await read(file));
+    expect(Object.keys(wf.on)).toEqual(expect.arrayContaining(["pull_request", "push"]));
+    expect(wf.on.push.branches).toContain("main");
+    const jobs = Object.values<any>(wf.jobs);
+    expect(jobs.length).toBeGreaterThanOrEqual(2);
+    for (const job of jobs) {
+      expect(job["runs-on"]).toBeTruthy();
+      expect(Array.isArray(job.steps) && job.steps.length > 0).toBe(true);
+    }
+    const lines = await linesOf(file);
+    const plan = lines.find((l) => l.argv[0] === "plan");
+    const run = lines.find((l) => l.argv[0] === "run");
+    expect(plan && run).toBeTruthy();
+    for (const flag of ["--output", "--max-points", "--max-failures", "--deadline", "--log-format"]) {
+      expect(run?.argv, flag).toContain(flag);
+    }
+    // The key comes from a secret, nowhere else.
+    expect(run?.env.CLAPPER_API_KEY).toBe(GITHUB_EXPRESSIONS["secrets.CLAPPER_API_KEY"]);
+
+    const runJob = jobs.find((j) => j.steps.some((s: any) => /clapper run/.test(s.run ?? "")));
+    expect(runJob.concurrency?.group).toBeTruthy();
+    expect(runJob.concurrency?.["cancel-in-progress"]).toBe(false);
+    // The runner's timeout is above the run's deadline: clapper stops itself first.
+    expect(runJob["timeout-minutes"]).toBeGreaterThan(50);
+    const upload = runJob.steps.find((s: any) => String(s.uses).startsWith("actions/upload-artifact@"));
+    expect(upload?.if).toBe("always()");
+    expect(String(upload?.with?.path)).toMatch(/reports/);
+    const junit = runJob.steps.find((s: any) => /junit/i.test(String(s.uses)));
+    expect(junit?.if).toBe("always()");
+    expect(String(junit?.with?.report_paths)).toMatch(/junit\.xml$/);
+  });
+});
+
+describe("examples/gitlab/.gitlab-ci.yml", () => {
+  it("plans merge requests, runs the default branch, keeps a JUnit report and retries exit 6 only", async () => {
+    const file = "gitlab/.gitlab-ci.yml";
+    const ci = yamlOf(file, await read(file));
+    const { plan, render } = ci;
+    expect(JSON.stringify(plan.rules)).toContain("merge_request_event");
+    expect(JSON.stringify(render.rules)).toContain("$CI_DEFAULT_BRANCH");
+    expect(render.artifacts.when).toBe("always");
+    expect(render.artifacts.reports.junit).toMatch(/junit\.xml$/);
+    expect(render.retry.max).toBeLessThanOrEqual(2);
+    expect([render.retry.exit_codes].flat()).toEqual([6]);
+    // `when` and `exit_codes` are alternatives: script_failure (or always) would retry every exit code.
+    expect([render.retry.when ?? []].flat()).not.toContain("script_failure");
+    expect([render.retry.when ?? []].flat()).not.toContain("always");
+    expect(render.resource_group).toBeTruthy();
+    expect(ci.variables?.CLAPPER_API_KEY).toBeUndefined();
+    // GitLab's job timeout is above the run's deadline.
+    const run = (await linesOf(file)).find((l) => l.argv[0] === "run");
+    expect(seconds(String(render.timeout).replace(/\s+/g, ""))).toBeGreaterThan(
+      seconds(flagValue(run?.argv ?? [], "--deadline") ?? ""),
+    );
+  });
+});
+
+describe("examples/cron/crontab", () => {
+  it("has five valid time fields and a command that stops before the next window", async () => {
+    const file = "cron/crontab";
+    const { entries } = parseCrontab(await read(file));
+    expect(entries).toHaveLength(1);
+    const [entry] = entries;
+    expect(entry?.schedule).toHaveLength(5);
+    for (const [i, field] of (entry?.schedule ?? []).entries())
+      expect(field).toMatch(CRON_FIELD[i] as RegExp);
+    const [line] = await linesOf(file);
+    expect(line?.argv).toEqual(expect.arrayContaining(["--log-format", "json", "--api-key-file"]));
+    // Every 6 hours (*/6), the deadline below that.
+    const every = Number(/^\*\/(\d+)$/.exec(entry?.schedule[1] ?? "")?.[1]);
+    expect(seconds(flagValue(line?.argv ?? [], "--deadline") ?? "")).toBeLessThan(every * 3600);
+    // The JSON log is appended (>>), not truncated at each run.
+    expect(entry?.command).toMatch(/2>>\s*\S+\.jsonl/);
+  });
+});
+
+describe("examples/systemd", () => {
+  it("is a oneshot service with the key as a credential, and a persistent timer", async () => {
+    const service = parseUnit(await read("systemd/clapper.service"));
+    const timer = parseUnit(await read("systemd/clapper.timer"));
+    expect(unitValue(service, "Service", "Type")).toBe("oneshot");
+    expect(unitValue(service, "Service", "KillSignal")).toBe("SIGTERM");
+    expect(seconds(unitValue(service, "Service", "TimeoutStopSec") ?? "")).toBeGreaterThanOrEqual(30);
+    const credential = unitValue(service, "Service", "LoadCredential")?.split(":")[0];
+    expect(credential).toBeTruthy();
+    const [line] = await linesOf("systemd/clapper.service");
+    expect(flagValue(line?.argv ?? [], "--api-key-file")).toBe(
+      `${PLATFORM.systemd.CREDENTIALS_DIRECTORY}/${credential}`,
+    );
+    // The start timeout (none by default for oneshot) is set, above the run's own deadline.
+    expect(seconds(unitValue(service, "Service", "TimeoutStartSec") ?? "")).toBeGreaterThan(
+      seconds(flagValue(line?.argv ?? [], "--deadline") ?? ""),
+    );
+    expect(unitValue(service, "Service", "RestartPreventExitStatus")?.split(/\s+/)).not.toContain("6");
+    expect(unitValue(timer, "Timer", "OnCalendar")).toMatch(/\S/);
+    expect(unitValue(timer, "Timer", "Persistent")).toBe("true");
+    expect(unitValue(timer, "Install", "WantedBy")).toBe("timers.target");
+  });
+});
+
+describe("examples/kubernetes/cronjob.yaml", () => {
+  let dir: TempDir;
+  beforeAll(async () => {
+    dir = await tempDir();
+  });
+  afterAll(() => dir.remove());
+
+  it("is a batch/v1 CronJob: Forbid, deadlines consistent with --deadline, state on a claim, key from a Secret", async () => {
+    const file = "kubernetes/cronjob.yaml";
+    const docs = k8sDocs(await read(file));
+    const cron = docs.find((d) => d.kind === "CronJob");
+    expect(cron.apiVersion).toBe("batch/v1");
+    expect(cron.spec.concurrencyPolicy).toBe("Forbid");
+    expect(cron.spec.startingDeadlineSeconds).toBeGreaterThan(0);
+    const job = cron.spec.jobTemplate.spec;
+    const pod = job.template.spec;
+    expect(job.backoffLimit).toBeGreaterThanOrEqual(0);
+    expect(["Never", "OnFailure"]).toContain(pod.restartPolicy);
+    if (job.podFailurePolicy) expect(pod.restartPolicy).toBe("Never");
+    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    expect(pod.securityContext.runAsUser).toBeGreaterThan(0);
+
+    const [line] = await linesOf(file);
+    const container = pod.containers.find((c: any) => c.name === "clapper");
+    expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
+    // The Job's deadline is above the run's; the grace period above clapper's graceful stop.
+    const deadline = seconds(flagValue(line?.argv ?? [], "--deadline") ?? "");
+    expect(job.activeDeadlineSeconds).toBeGreaterThan(deadline);
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(30);
+
+    // The state (--state, or the working folder when absent) is on a writable claim.
+    const claims = new Set(
+      pod.volumes.filter((v: any) => v.persistentVolumeClaim).map((v: any) => v.name as string),
+    );
+    const statePath = flagValue(line?.argv ?? [], "--state") ?? container.workingDir;
+    const stateMount = container.volumeMounts.find(
+      (m: any) => claims.has(m.name) && !m.readOnly && String(statePath).startsWith(`${m.mountPath}/`),
+    );
+    expect(stateMount, `a writable claim under ${statePath}`).toBeDefined();
+    expect(docs.some((d) => d.kind === "PersistentVolumeClaim")).toBe(true);
+
+    // The key: an env var from a Secret, or a file of a mounted Secret given to --api-key-file.
+    const keyEnv = container.env?.find((e: any) => e.name === "CLAPPER_API_KEY");
+    const keyFile = flagValue(line?.argv ?? [], "--api-key-file");
+    const secretMounts = container.volumeMounts.filter((m: any) =>
+      pod.volumes.some((v: any) => v.name === m.name && v.secret),
+    );
+    expect(
+      Boolean(keyEnv?.valueFrom?.secretKeyRef?.name) ||
+        (keyFile !== undefined && secretMounts.some((m: any) => keyFile.startsWith(`${m.mountPath}/`))),
+    ).toBe(true);
+    expect(keyEnv?.value).toBeUndefined();
+
+    // The manifest it ships plans without errors (offline: no key, no service).
+    const manifests = docs.find((d) => d.kind === "ConfigMap");
+    const manifestMount = container.volumeMounts.find((m: any) => m.mountPath === line?.argv[1]);
+    const manifest = manifests.data[manifestMount.subPath] as string;
+    const path = join(dir.path, basename(line?.argv[1] ?? ""));
+    await writeFile(path, manifest);
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await main(["plan", path, "--json"], {
+      env: {},
+      stdout: (t) => out.push(t),
+      stderr: (t) => err.push(t),
+      logger: createLogger("silent"),
+    });
+    expect({ code, err: err.join("\n") }).toEqual({ code: 0, err: "" });
+    expect(JSON.parse(out.join("\n")).jobs.length).toBeGreaterThan(0);
+  });
+});
