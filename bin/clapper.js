@@ -5,12 +5,22 @@
 // (while the process winds down: sockets closing, logs flushing) exits at once with the run's own
 // code, instead of killing the process by the signal and losing the code scripts rely on. While
 // main() runs, its own handlers decide (the first signal stops gracefully, a second exits 4).
+// A signal that comes before main() listens (while the CLI loads) is kept, and main() starts stopped:
+// a `docker stop` in the first moments must not be lost while the run goes on to spend.
 let over = false;
-const late = () => {
+let handedOver = false;
+const early = new AbortController();
+const late = (name) => {
   if (over) process.exit(process.exitCode ?? 0);
+  if (!handedOver) early.abort(new Error(`received ${name}`));
 };
 process.on("SIGINT", late);
 process.on("SIGTERM", late);
+
+// A reader of stderr that went away (`2>&1 | head -1`, a log shipper that died) must not crash the
+// run with EPIPE: its work and its state matter more than the lines nobody reads.
+process.stderr.on("error", () => {});
+process.stdout.on("error", () => {});
 
 /**
  * main() classifies every error itself (exit 70 for a bug, with the place to report it); this is
@@ -27,7 +37,8 @@ function internal(error) {
     `clapper: internal error (a bug in clapper): ${message}; please report it to the clapper repository's issues\n`,
   );
   if (debug && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
-  const json = process.argv.includes("--json");
+  const env = (process.env.CLAPPER_JSON ?? "").trim().toLowerCase();
+  const json = process.argv.includes("--json") || ["1", "true", "yes", "on"].includes(env);
   if (json)
     process.stdout.write(
       `${JSON.stringify({ error: { code: 70, message: `internal error: ${message}` } })}\n`,
@@ -36,12 +47,26 @@ function internal(error) {
   over = true;
 }
 
+// What escapes every await (a bug in a callback or a timer) is still exit 70, never Node's 1.
+let crashed = false;
+const crash = (error) => {
+  if (crashed) return;
+  crashed = true;
+  internal(error);
+  process.exit(70);
+};
+process.on("uncaughtException", crash);
+process.on("unhandledRejection", crash);
+
 import("../dist/cli/main.js").then(
-  ({ main }) =>
-    main(process.argv.slice(2)).then((code) => {
+  ({ main }) => {
+    // From here main() listens itself (it installs its handlers before its first await).
+    handedOver = true;
+    return main(process.argv.slice(2), { earlySignal: early.signal }).then((code) => {
       process.exitCode = code;
       over = true;
-    }, internal),
+    }, internal);
+  },
   (error) =>
     internal(
       new Error(`cannot load the compiled CLI (dist/): ${error?.message ?? error}; run npm run build`),

@@ -7,6 +7,7 @@ import { closest, distance } from "fastest-levenshtein";
 import type { Logger } from "pino";
 import yargs, { type Argv } from "yargs";
 import { redact } from "../api/redact.js";
+import { releaseHeldLocksSync } from "../engine/lock.js";
 import { formatProblems, type Problem } from "../manifest/problems.js";
 import type { SandboxArgs } from "./commands/sandbox/options.js";
 import { sandboxOptions } from "./commands/sandbox/options.js";
@@ -49,12 +50,20 @@ export function bugsUrl(pkg: Pick<PackageInfo, "bugs" | "repository">): string {
 }
 
 /** Two-stage shutdown: the first SIGINT/SIGTERM aborts gracefully, the second exits at once. */
-function shutdownSignal(): { signal: AbortSignal; dispose(): void } {
+function shutdownSignal(
+  early: AbortSignal | undefined,
+  onForce: (name: NodeJS.Signals) => void,
+): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
+  // A stop that came while the CLI was still loading (bin/clapper.js kept it): this run starts stopped.
+  if (early?.aborted) controller.abort(early.reason);
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {
-      // The journal is flushed record by record, so leaving now loses nothing: exit as interrupted.
+      // The journal is flushed record by record, so leaving now loses nothing: exit as interrupted,
+      // giving back the locks this process holds so that the next run need not wait out a lease.
+      releaseHeldLocksSync();
       process.stderr.write(`clapper: second ${name}, exiting now\n`);
+      onForce(name);
       process.exit(4);
     }
     controller.abort(new Error(`received ${name}`));
@@ -84,6 +93,8 @@ export interface MainIo {
   /** The one-line reason of a failure, without the trailing newline. */
   stderr: (text: string) => void;
   logger?: Logger;
+  /** Aborted by a stop signal that came before main() could listen (bin/clapper.js). */
+  earlySignal?: AbortSignal;
 }
 
 /** What a command needs at run time, made once per invocation. */
@@ -927,10 +938,25 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
   const rawStdout = io.stdout ?? ((text: string) => void process.stdout.write(`${text}\n`));
   const rawStderr = io.stderr ?? ((text: string) => void process.stderr.write(`${text}\n`));
   // Everything printed may quote a service or a file: redacted by value on the way out.
-  const stdout = (text: string) => rawStdout(redact(text));
+  let answered = false;
+  const stdout = (text: string) => {
+    answered = true;
+    rawStdout(redact(text));
+  };
   const stderr = (text: string) => rawStderr(redact(text));
-  const shutdown = shutdownSignal();
   let jsonMode = wantsJson(argv, env);
+  const shutdown = shutdownSignal(io.earlySignal, (name) => {
+    // The one JSON object of this exit, unless the answer went out already.
+    if (jsonMode && !answered)
+      rawStdout(
+        json({
+          error: {
+            code: 4,
+            message: `second ${name}: exited at once; the state is saved, run again to resume`,
+          },
+        }),
+      );
+  });
   let baseUrl: string | undefined;
   let printedAlready = false;
   const loggers: Logger[] = [];

@@ -19,7 +19,7 @@
 // - Nothing a taker moved is thrown away unless it is the generation that was judged stale.
 
 import { randomBytes } from "node:crypto";
-import { readlinkSync } from "node:fs";
+import { readFileSync, readlinkSync, unlinkSync } from "node:fs";
 import { type FileHandle, link, open, readdir, rename, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -166,6 +166,27 @@ const registry = globalThis as { [key: symbol]: Set<string> | undefined };
 const HELD = Symbol.for("clapper.lock.held");
 registry[HELD] ??= new Set<string>();
 const held: Set<string> = registry[HELD];
+/** The paths of the locks this process holds, by instance: for a forced exit to give them back. */
+const HELD_PATHS = Symbol.for("clapper.lock.paths");
+const registryPaths = globalThis as { [key: symbol]: Map<string, string> | undefined };
+registryPaths[HELD_PATHS] ??= new Map<string, string>();
+const heldPaths: Map<string, string> = registryPaths[HELD_PATHS];
+
+/**
+ * Removes, synchronously, every lock file this process holds that still names it: for an exit that
+ * cannot wait (a second Ctrl-C), so the next run does not wait out a lease. Never throws.
+ */
+export function releaseHeldLocksSync(): void {
+  for (const [instance, path] of heldPaths) {
+    try {
+      const owner = parseOwner(readFileSync(path, "utf8"));
+      if (owner?.instance === instance) unlinkSync(path);
+    } catch {
+      // Gone already, or unreadable: nothing of ours to remove.
+    }
+    heldPaths.delete(instance);
+  }
+}
 
 interface Seen {
   owner: LockOwner | undefined;
@@ -281,7 +302,10 @@ async function create(path: string, owner: LockOwner): Promise<boolean> {
       await link(draft, path);
       return true;
     } catch (error) {
-      if (code(error) === "EEXIST") return false;
+      // On NFS a link whose answer was lost is retried by the client and fails with EEXIST though
+      // it succeeded: the lock then names this very acquisition.
+      if (code(error) === "EEXIST")
+        return (await look(path).catch(() => undefined))?.owner?.instance === owner.instance;
       if (!NO_LINKS.has(code(error) ?? "")) throw error;
     }
   } finally {
@@ -437,6 +461,7 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
   try {
     for (let attempt = 0; attempt < 5; attempt++) {
       if (await create(path, me)) {
+        heldPaths.set(instance, path);
         await sweep(path, leaseMs);
         return hold(path, me, replaced, { ...options, heartbeatMs });
       }
@@ -478,6 +503,7 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
     throw new LockHeldError(path, last?.owner, last ? now - last.mtimeMs : 0, leaseMs, takingOver);
   } catch (error) {
     held.delete(instance);
+    heldPaths.delete(instance);
     throw error;
   }
 }
@@ -506,6 +532,7 @@ function hold(
         stopped = true;
         lost = true;
         held.delete(instance);
+        heldPaths.delete(instance);
         safely(options.onLost, new LockLostError(path, seen?.owner, seen !== undefined));
         return;
       }
@@ -551,6 +578,7 @@ function hold(
           if (seen?.owner?.instance === instance) await unlink(path).catch(() => undefined);
         } finally {
           held.delete(instance);
+          heldPaths.delete(instance);
         }
       })();
       return released;
