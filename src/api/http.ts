@@ -133,6 +133,8 @@ export class HttpClient {
    * within about a second): turns our timestamps into the service's, to compare with `created_at`.
    */
   clockOffsetMs = 0;
+  /** When the service last answered a request with a success (epoch ms; 0: never). */
+  lastServedAt = 0;
 
   constructor(options: HttpClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
@@ -207,6 +209,8 @@ export class HttpClient {
         opts.what,
       );
       if (error) throw error;
+      // Any answer that is not a refusal: the service is there and serving.
+      this.lastServedAt = Date.now();
       return this.validate(opts, body, requestId);
     });
   }

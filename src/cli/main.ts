@@ -367,7 +367,15 @@ function buildCli(
               ? "no tasks in flight: the run was never made"
               : "no tasks in flight"
             : rows.map((r) => `${r.job} ${r.task_id}: ${r.status}`).join("\n");
-        return { code: 0, json: rows, text };
+        const refused = rows.filter((r) => r.failed).length;
+        if (refused === 0) return { code: 0, json: rows, text };
+        // Some tasks go on running (and will be paid for): not a success for a script.
+        return {
+          code: 1,
+          json: rows,
+          text,
+          message: `${refused} of ${rows.length} tasks could not be cancelled`,
+        };
       }),
     )
     .command(

@@ -60,7 +60,11 @@ function kindRemainingMs(p: Progress, kind: Kind, now: number): number | null | 
   if (queued === 0) return inFlightEnd;
   if (typical === undefined) return undefined;
   // Queued jobs start as slots free up, `limit` at a time, each taking the typical duration.
-  const limit = Math.max(1, Math.floor(p.inFlightLimit[kind] || 0) || tasks.length);
+  // No more slots matter than there are tasks to put in them (a huge --in-flight must cost nothing).
+  const limit = Math.min(
+    Math.max(1, Math.floor(p.inFlightLimit[kind] || 0) || tasks.length),
+    queued + left.length,
+  );
   // When each slot is first free: beyond the limit, a slot frees only once enough tasks ended.
   const slots =
     left.length >= limit

@@ -263,6 +263,9 @@ async function watch(
   leaseMs: number,
   signal: AbortSignal | undefined,
 ): Promise<"refreshed" | "changed" | "stale"> {
+  // Judged by our own clock too: a holder whose clock runs ahead stamps mtimes in our future, and
+  // an age read against them would keep us waiting for as long as its clock is off.
+  const started = performance.now();
   for (;;) {
     await new Promise<void>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
@@ -279,7 +282,7 @@ async function watch(
     const now = await look(path);
     if (!now || now.generation !== seen.generation) return "changed";
     if (now.stamp !== seen.stamp) return "refreshed";
-    if (Date.now() - now.mtimeMs > leaseMs) return "stale";
+    if (Date.now() - now.mtimeMs > leaseMs || performance.now() - started > leaseMs) return "stale";
   }
 }
 
@@ -471,7 +474,7 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
       let now = Date.now();
       let reason = options.breakLock ? "--break-lock" : staleness(seen, leaseMs, now);
       if (!reason && options.wait && !checkable(seen)) {
-        const left = leaseMs - (now - seen.mtimeMs);
+        const left = Math.min(leaseMs, Math.max(0, leaseMs - (now - seen.mtimeMs)));
         options.wait.onWait?.(
           `another run holds ${path} (${describeOwner(seen.owner)}; refreshed ${seconds(now - seen.mtimeMs)} ago), and whether it is alive cannot be checked from here: waiting up to ${seconds(left)} to see whether it is still refreshed`,
           left,

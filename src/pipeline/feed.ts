@@ -67,7 +67,12 @@ export class ProgressFeed {
   }
 
   flush(): void {
-    this.emit?.(this.snapshot());
+    if (!this.emit) return;
+    try {
+      this.emit(this.snapshot());
+    } catch {
+      // A display that fails must not fail the job whose change it was shown.
+    }
   }
 
   private snapshot(): Progress {

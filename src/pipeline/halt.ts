@@ -24,6 +24,8 @@ export class Halt {
     this.onSignal = () => this.stop("signal", "interrupted: state saved; run again to resume");
     if (user?.aborted) this.onSignal();
     else user?.addEventListener("abort", this.onSignal, { once: true });
+    if (deadline && !Number.isFinite(deadline.getTime()))
+      throw new RangeError("the deadline is not a valid date");
     if (deadline) this.arm(deadline);
   }
 

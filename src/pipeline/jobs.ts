@@ -71,8 +71,10 @@ export interface JobContext {
   progress: (job?: Job) => void;
   /** A journal write failed: the run cannot go on without losing track. */
   fail: (error: unknown) => void;
-  /** A service or the store could not be reached after every retry: the run stops, state saved (exit 6). */
+  /** A call failed after every retry: the run decides whether the service is gone (then exit 6). */
   unavailable?: (error: unknown) => void;
+  /** The store cannot be reached: the run stops, state saved (exit 6). */
+  unreachable?: (error: unknown) => void;
 }
 
 /** Deterministic per (run, epoch, job, fingerprint, attempt): a repeated create returns the first task. */
@@ -267,6 +269,7 @@ export class JobRunner {
         if (price) estimate = linePoints(job.request.text, price);
       } catch (error) {
         if (this.submitSignal.aborted) return undefined;
+        if (isUnavailable(error)) this.c.unavailable?.(error);
         const why =
           error instanceof PriceError
             ? error.message
@@ -700,7 +703,8 @@ export class JobRunner {
           : "collect_failed";
     const info = { code, message: errorInfo(error).message };
     // The result host or the store is down: every other result would fail the same way.
-    if (isUnavailable(error) || unreachableStore(error)) this.c.unavailable?.(error);
+    if (unreachableStore(error)) this.c.unreachable?.(error);
+    else if (isUnavailable(error)) this.c.unavailable?.(error);
     await this.c.journal.append({ t: "problem", id: job.id, error: info });
     this.collectionPending ??= `some results could not be stored (${info.message}); run again to collect them`;
     this.c.log.warn(

@@ -8,7 +8,13 @@ import { copyFile, mkdir, readFile, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import pLimit from "p-limit";
 import type { Logger } from "pino";
-import { AuthenticationError, type Clients, isUnavailable, PermissionError } from "../api/index.js";
+import {
+  AuthenticationError,
+  type Clients,
+  ConnectionError,
+  isUnavailable,
+  PermissionError,
+} from "../api/index.js";
 import { redactDeep } from "../api/redact.js";
 import { CallbackListener } from "../engine/callbacks.js";
 import { Journal } from "../engine/journal.js";
@@ -145,6 +151,9 @@ export const DEFAULT_LIMITS = {
   speech: { rps: 10, inFlight: 32 },
 } as const satisfies { video: ServiceLimits; speech: ServiceLimits };
 
+/** How long a service may answer nothing but 5xx and 429 before the run stops for it (exit 6). */
+const REFUSING_MS = 60_000;
+
 /** After an interrupt, how long jobs get to reach a clean stop before the run saves and leaves. */
 const ABORT_GRACE_MS = 1500;
 
@@ -180,6 +189,13 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       `run finished: exit ${outcome.exitCode}`,
     );
     return outcome;
+  } catch (error) {
+    // A bug: the CLI exits 70; the log still says how the run ended.
+    options.logger.error(
+      { event: "run-finished", status: "crashed", exit_code: 70, duration_ms: Date.now() - startedAt },
+      `run finished by an internal error: ${errorInfo(error).message}`,
+    );
+    throw error;
   } finally {
     halt.dispose();
   }
@@ -340,6 +356,8 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   setMaxListeners(0, stopController.signal);
   const onAbort = () => stopController.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
+  // A stop that came during the plan or the probe, before this listener: passed on now.
+  if (signal.aborted) onAbort();
   const onLockLost = () => {
     options.logger.error(
       { event: "lock-lost", error: errorInfo(lockLost.signal.reason) },
@@ -365,13 +383,24 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   // With callbacks, a video task is looked at only now and then: the callbacks bring the news.
   const videoTrack = options.callback ? { ...track, minIntervalMs: track.minIntervalMs * 10 } : track;
   let log = options.logger;
+  /**
+   * A call failed after every retry of the HTTP layer. No connection at all for that long: the
+   * service (or the store, or a result host) is gone, and the run stops (exit 6). A 5xx or a 429 is
+   * a service that answers: one bad task or one long Retry-After is not a reason to stop the others,
+   * so only a service that has served nothing for REFUSING_MS stops the run.
+   */
+  const unavailable = (error: unknown): void => {
+    if (error instanceof ConnectionError) return halt.unreachable(error);
+    if (isUnavailable(error) && Date.now() - options.clients.http.lastServedAt > REFUSING_MS)
+      halt.unreachable(error);
+  };
   const trouble = (taskId: string, error: unknown, failures: number) => {
     log.warn(
       { event: "poll-failed", task_id: taskId, failures, error: errorInfo(error) },
       "a look at a task failed; trying again",
     );
     // A list that fails falls back to looks at single tasks, which decide.
-    if (taskId !== "(list)" && isUnavailable(error)) halt.unreachable(error);
+    if (taskId !== "(list)") unavailable(error);
   };
   const video = new VideoPoller(options.clients.video, videoTrack, stopController.signal, trouble);
   const listener = options.callback
@@ -380,7 +409,18 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   const speech = new SpeechPoller(options.clients.speech, track, stopController.signal, trouble);
   try {
     if (listener) {
-      const { port } = await listener.start();
+      let port: number;
+      try {
+        ({ port } = await listener.start());
+      } catch (error) {
+        const at = options.callback?.listen;
+        const why = (error as NodeJS.ErrnoException).code ?? errorInfo(error).message;
+        return {
+          exitCode: 2,
+          message: `the callback listener cannot listen on ${at?.host}:${at?.port} (${why}): pass --callback-listen [HOST:]PORT with a free port; nothing was submitted`,
+          statePath,
+        };
+      }
       log.info({ event: "callbacks", url: options.callback?.url, port }, "listening for video callbacks");
     }
     journal = await Journal.open<RunState, RunRecord>({
@@ -420,9 +460,26 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
     const selected = (job: Job) => !only || matchesOnly(job, only);
     // What the store holds, asked for every job at once (a HEAD each on S3), 32 at a time.
     const looking = pLimit(32);
-    const stored = await Promise.all(
-      planned.jobs.map((job) => (selected(job) ? looking(() => sink.stat(outputKey(job))) : undefined)),
-    );
+    let stored: Awaited<ReturnType<Sink["stat"]>>[];
+    try {
+      stored = await Promise.all(
+        planned.jobs.map((job) => (selected(job) ? looking(() => sink.stat(outputKey(job))) : undefined)),
+      );
+    } catch (error) {
+      // The probe passed a moment ago, so this is the store's state (or its permissions for reads).
+      const status = (error as { cause?: { $metadata?: { httpStatusCode?: number } } }).cause?.$metadata
+        ?.httpStatusCode;
+      const setting = status === 403 || status === 404 || status === 400 || status === 301;
+      const message = `${errorInfo(error).message}; nothing was submitted`;
+      if (setting) return { exitCode: 2, message, statePath };
+      halt.unreachable(error);
+      return {
+        exitCode: 6,
+        stoppedBy: "unreachable",
+        message: `${message}: run again once it is reachable`,
+        statePath,
+      };
+    }
     const available = planned.balance?.available_points ?? 0;
     const maxPoints = options.maxPoints ?? manifest.maxPoints;
     const admission = admit({
@@ -573,7 +630,8 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
       skillIds,
       voiceRefs,
       signal: stopController.signal,
-      unavailable: (error) => halt.unreachable(error),
+      unavailable,
+      unreachable: (error) => halt.unreachable(error),
       log,
       progress,
       fail,

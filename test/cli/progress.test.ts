@@ -81,6 +81,17 @@ describe("estimateEta", () => {
     expect(estimateEta(p, 20_000)).toBe(0);
   });
 
+  it("a huge in-flight limit costs nothing: the slots are bounded by the work there is", () => {
+    const p = prog({
+      queued: { video: 3, speech: 0 },
+      durations: { video: [2000], speech: [] },
+      inFlightLimit: { video: 5e9, speech: 5e9 },
+    });
+    const t0 = performance.now();
+    expect(estimateEta(p, 0)).toBe(2);
+    expect(performance.now() - t0).toBeLessThan(50);
+  });
+
   it("runs queued jobs in waves of the in-flight limit at the median duration", () => {
     const p = prog({
       queued: { video: 5, speech: 0 },

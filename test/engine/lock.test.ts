@@ -164,6 +164,21 @@ describe("acquireLock", () => {
     expect(Date.now() - started).toBeLessThan(1_500);
   });
 
+  it("with wait: a dead holder's mtime in our future (its clock ran ahead) is waited on for one lease, not the skew", async () => {
+    const path = await tmp();
+    await plant(path, { ...CONTAINER, instance: "ahead" }, -3_600_000);
+    const waits: string[] = [];
+    const started = Date.now();
+    const lock = await acquireLock(path, {
+      leaseMs: 600,
+      heartbeatMs: 100,
+      wait: { onWait: (message) => waits.push(message) },
+    });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(waits[0]).toMatch(/waiting up to 0\.6 s/);
+    await lock.release();
+  });
+
   it("with wait: the watch ends when its signal is aborted", async () => {
     const path = await tmp();
     await plant(path, "{", 0);

@@ -99,6 +99,25 @@ describe("run with --callback-url", () => {
     }
   });
 
+  it("a listener port already taken is a usage error (exit 2), with nothing submitted", async () => {
+    const { s, w } = await setup();
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const { port } = taken.address() as { port: number };
+    try {
+      const { outcome } = await runIn(s, await w.manifest({ shots: shots(1) }), {
+        callback: { url: `http://127.0.0.1:${port}/hooks`, listen: { host: "127.0.0.1", port } },
+      });
+      expect(outcome.exitCode).toBe(2);
+      expect(outcome.message).toMatch(
+        /cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE\): pass --callback-listen/,
+      );
+      expect(created(await s.stats())).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => taken.close(() => resolve()));
+    }
+  });
+
   it("reads --callback-listen as [HOST:]PORT, defaulting to loopback (or the URL's own local address) and the URL's port", () => {
     // A public name is reached through a tunnel or proxy: the listener stays on loopback unless told.
     expect(callbackOptions("https://hooks.example.com/clapper", undefined)).toEqual({

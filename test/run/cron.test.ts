@@ -1,10 +1,12 @@
 // The run as cron and CI meet it: a dependency that is down (exit 6), a window that closes
 // (--deadline, exit 4), a batch that goes bad (--max-failures, exit 1), and the run-level events
 // and progress that a log collector or a terminal follows.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import type { Phase, Progress } from "../../src/pipeline/run.js";
 import { tooManyFailures } from "../../src/pipeline/run.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
+import { hostileProxy } from "../fixtures/hostile.js";
+import { errorBody } from "../fixtures/servers.js";
 import { created, runIn, type Shot, setup, workspace } from "./helpers.js";
 
 const shots = (n: number, prompt = (i: number) => `Shot ${i}: the sea at night`): Shot[] =>
@@ -163,6 +165,31 @@ describe("exit 6: a service that cannot be reached", () => {
     expect(rest.outcome.report!.counts).toMatchObject({ succeeded: 4 });
     expect(created(await s.stats())).toBe(4);
     expect(first).toBeLessThanOrEqual(4);
+  });
+});
+
+describe("a service that answers, though badly, is not unreachable", () => {
+  it("one task's looks answered 503 through every retry do not stop the others: the run ends 0", async () => {
+    const { s, w } = await setup({ timeScale: 0.01 });
+    const manifest = await w.manifest({
+      shots: [{ id: "s01", prompt: "The one the service keeps failing to read" }],
+      lines: [{ id: "n01", text: "Every night, the light came on." }],
+    });
+    const proxy = await hostileProxy(s.url, {
+      // Nine attempts of the first look and three of the second: more than the HTTP layer's retries.
+      request: (ctx) =>
+        ctx.kind === "poll" && ctx.service === "video" && ctx.count <= 12
+          ? { reply: { status: 503, json: errorBody(503, "api_error", "busy"), headers: {} } }
+          : undefined,
+    });
+    onTestFinished(() => proxy.close());
+    const { outcome, logs } = await runIn({ ...s, url: proxy.url } as Sandbox, manifest, {
+      allowPrivateUrls: true,
+    });
+    expect(logs.lines().some((l) => l.event === "poll-failed")).toBe(true);
+    expect(outcome.stoppedBy).toBeUndefined();
+    expect(outcome.exitCode).toBe(0);
+    expect(created(await s.stats())).toBe(2);
   });
 });
 

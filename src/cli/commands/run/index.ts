@@ -5,7 +5,7 @@ import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
 import { dirname, join } from "node:path";
 import type { Logger } from "pino";
-import { ConnectionError } from "../../../api/errors.js";
+import { ConnectionError, isUnavailable } from "../../../api/errors.js";
 import type { Clients } from "../../../api/index.js";
 import { Journal } from "../../../engine/journal.js";
 import { ServiceGate } from "../../../engine/limiter.js";
@@ -224,6 +224,8 @@ export interface CancelRow {
   job: string;
   task_id: string;
   status: string;
+  /** The service refused to cancel it (the command then exits 1). */
+  failed?: boolean;
 }
 
 /**
@@ -256,9 +258,15 @@ export async function cancelRun(o: {
             : await clients.speech.cancelTask(taskId, opts);
         results.push({ job: job.id, task_id: taskId, status: res.status });
       } catch (error) {
-        // The service cannot be reached: no other task will fare better; say so at the top.
-        if (error instanceof ConnectionError) throw error;
-        results.push({ job: job.id, task_id: taskId, status: `not cancelled: ${(error as Error).message}` });
+        // The service cannot be reached or will not serve: no other task will fare better; say so
+        // at the top (exit 6).
+        if (error instanceof ConnectionError || isUnavailable(error)) throw error;
+        results.push({
+          job: job.id,
+          task_id: taskId,
+          status: `not cancelled: ${(error as Error).message}`,
+          failed: true,
+        });
       }
     }
   } finally {
