@@ -26,16 +26,16 @@ import {
 import type { SpeechTask } from "../api/speech.js";
 import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
 import { storeResult } from "../engine/collect.js";
-import type { Journal } from "../engine/journal.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
 import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
-import { type Attempt, type JobState, openAttempt, type RunRecord, type RunState } from "../engine/state.js";
+import { type Attempt, type JobState, openAttempt, type RunState } from "../engine/state.js";
 import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
 import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import { OutputError, type Sink } from "../sinks/sink.js";
+import type { StateStore } from "./types.js";
 
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
 /** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
@@ -47,7 +47,7 @@ export interface JobContext {
   clients: Clients;
   sink: Sink;
   stager: MaterialStager;
-  journal: Journal<RunState, RunRecord>;
+  journal: StateStore;
   ledger: PointsLedger;
   pricer: SpeechPricer;
   /**
@@ -412,67 +412,79 @@ export class JobRunner {
   private async follow(job: Job): Promise<Outcome> {
     const attempt = openAttempt(this.st(job));
     if (!attempt?.taskId) return "done";
-    const { n, taskId } = attempt;
     let final: VideoTask | SpeechTask;
     try {
-      final = await this.track(job, attempt, taskId);
+      final = await this.track(job, attempt, attempt.taskId);
     } catch (error) {
       if (this.c.signal.aborted) return "done";
-      if (error instanceof NotFoundError) {
-        // Never recreated silently: it may have run and been paid for.
-        await this.settle(job, attempt, 0, {
-          error: {
-            code: "task_not_found",
-            message: `task ${taskId} is not known to the service any more; run with --retry-failed to create a new one`,
-          },
-          fate: "failed",
-        });
-        this.c.progress(job);
-        return "done";
-      }
-      const problem =
-        error instanceof TaskUnreadableError
-          ? {
-              code: "task_unreadable",
-              message: `${error.message}; the task is left open: run again to follow it`,
-            }
-          : { code: "track_failed", message: `${errorInfo(error).message}; run again to follow the task` };
-      await this.c.journal.append({ t: "problem", id: job.id, error: problem });
-      this.unfinished ??= `some tasks could not be followed (${problem.message})`;
-      this.c.log.warn(
-        { job: job.id, event: "track-error", task_id: taskId, error: problem },
-        "could not follow the task; will resume",
-      );
+      await this.untracked(job, attempt, attempt.taskId, error);
       this.c.progress(job);
       return "done";
     }
-
     if (final.status === "succeeded") {
-      const cost =
-        job.kind === "video"
-          ? videoCost(job, final as VideoTask)
-          : this.speechCost(job, attempt, final as SpeechTask);
-      const replayed = this.isReplay(attempt, final.created_at);
-      if (replayed) {
-        this.c.log.warn(
-          { job: job.id, event: "replayed", task_id: taskId },
-          "the Idempotency-Key returned a task created before this run: its points were paid then, not counted now",
-        );
-      }
-      await this.settle(job, attempt, cost, replayed ? { replayed } : {});
-      await this.collect(job, final, n);
+      await this.succeeded(job, attempt, final);
       this.c.progress(job);
       return "done";
     }
     if (final.status === "cancelled") {
       await this.settle(job, attempt, 0, {
-        error: { code: "cancelled", message: `task ${taskId} was cancelled` },
+        error: { code: "cancelled", message: `task ${attempt.taskId} was cancelled` },
         fate: "cancelled",
       });
-      this.c.log.warn({ job: job.id, event: "cancelled", task_id: taskId }, "task cancelled");
+      this.c.log.warn({ job: job.id, event: "cancelled", task_id: attempt.taskId }, "task cancelled");
       this.c.progress(job);
       return "done";
     }
+    return this.failed(job, attempt, final);
+  }
+
+  /** The task could not be followed: unknown to the service (the job fails), or left for the next run. */
+  private async untracked(job: Job, attempt: Attempt, taskId: string, error: unknown): Promise<void> {
+    if (error instanceof NotFoundError) {
+      // Never recreated silently: it may have run and been paid for.
+      await this.settle(job, attempt, 0, {
+        error: {
+          code: "task_not_found",
+          message: `task ${taskId} is not known to the service any more; run with --retry-failed to create a new one`,
+        },
+        fate: "failed",
+      });
+      return;
+    }
+    const problem =
+      error instanceof TaskUnreadableError
+        ? {
+            code: "task_unreadable",
+            message: `${error.message}; the task is left open: run again to follow it`,
+          }
+        : { code: "track_failed", message: `${errorInfo(error).message}; run again to follow the task` };
+    await this.c.journal.append({ t: "problem", id: job.id, error: problem });
+    this.unfinished ??= `some tasks could not be followed (${problem.message})`;
+    this.c.log.warn(
+      { job: job.id, event: "track-error", task_id: taskId, error: problem },
+      "could not follow the task; will resume",
+    );
+  }
+
+  /** Paid for (unless a replay): settled at its real cost, then collected. */
+  private async succeeded(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): Promise<void> {
+    const cost =
+      job.kind === "video"
+        ? videoCost(job, final as VideoTask)
+        : this.speechCost(job, attempt, final as SpeechTask);
+    const replayed = this.isReplay(attempt, final.created_at);
+    if (replayed) {
+      this.c.log.warn(
+        { job: job.id, event: "replayed", task_id: attempt.taskId },
+        "the Idempotency-Key returned a task created before this run: its points were paid then, not counted now",
+      );
+    }
+    await this.settle(job, attempt, cost, replayed ? { replayed } : {});
+    await this.collect(job, final, attempt.n);
+  }
+
+  /** A failed task: tried again with a new attempt, or the job fails once its attempts are spent. */
+  private async failed(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): Promise<Outcome> {
     const error =
       job.kind === "video"
         ? {
@@ -483,13 +495,11 @@ export class JobRunner {
     const tried = this.st(job).attempts.filter((a) => a.campaign === this.state.campaign).length;
     const last = tried >= this.c.maxAttempts || this.stopped !== undefined;
     await this.settle(job, attempt, 0, { error, ...(last ? { fate: "failed" as const } : {}) });
-    this.c.log.warn({ job: job.id, event: "task-failed", attempt: n, error }, "task failed");
-    if (last) {
-      this.c.log.error({ job: job.id, event: "failed", attempts: tried, error }, "job failed");
-      this.c.progress(job);
-      return "done";
-    }
-    return "again";
+    this.c.log.warn({ job: job.id, event: "task-failed", attempt: attempt.n, error }, "task failed");
+    if (!last) return "again";
+    this.c.log.error({ job: job.id, event: "failed", attempts: tried, error }, "job failed");
+    this.c.progress(job);
+    return "done";
   }
 
   private track(job: Job, attempt: Attempt, taskId: string): Promise<VideoTask | SpeechTask> {

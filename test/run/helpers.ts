@@ -179,7 +179,7 @@ export async function runIn(
 ): Promise<InProcess> {
   const logs = capture();
   const { key = KEY, allowPrivateUrls, ...options } = extra;
-  const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
+  const gate = (options.gate as ServiceGate | undefined) ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
   const clients = createClients({
     baseUrl: s.url,
     apiKey: key,

@@ -1,0 +1,255 @@
+// Stage 2, admission: plan with the services (price, balance, voices), prove the output writable,
+// open the state, and decide the work and whether it fits the budget, on a copy: nothing is written
+// to the state until the run is admitted, and nothing is submitted in this stage.
+import { randomUUID } from "node:crypto";
+import pLimit from "p-limit";
+import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
+import { CallbackListener } from "../../engine/callbacks.js";
+import type { PointsLedger } from "../../engine/ledger.js";
+import type { RunRecord } from "../../engine/state.js";
+import type { Job } from "../../manifest/index.js";
+import { outputKey } from "../../manifest/outputs.js";
+import { OutputError, type Sink } from "../../sinks/sink.js";
+import { type Admission, admit } from "../admit.js";
+import { matchesOnly, type RunContext } from "../context.js";
+import { errorInfo } from "../jobs.js";
+import { checkOwner } from "../locate.js";
+import { type PlanResult, plan } from "../plan.js";
+import type { RunOutcome, StateStore } from "../types.js";
+import type { Opened } from "./open.js";
+
+export interface Admitted {
+  planned: PlanResult;
+  store: StateStore;
+  /** The work, what the store holds, and the cap. */
+  admission: Admission;
+  ledger: PointsLedger;
+  maxPoints: number | undefined;
+  selected: (job: Job) => boolean;
+  /** Started before the state is opened, so that a busy port is a usage error with nothing written. */
+  listener: CallbackListener | undefined;
+}
+
+export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitted | RunOutcome> {
+  const { options } = ctx;
+  const { located, sink } = opened;
+  const statePath = located.statePath;
+  const planned = await planWith(ctx, opened);
+  if ("exitCode" in planned) return planned;
+  const listener = await listen(ctx, statePath);
+  if (listener && "exitCode" in listener) return listener;
+
+  const store = await ctx.seams.openState(statePath);
+  ctx.store = store;
+  ctx.defer(() => store.close());
+  if (opened.lockLost.aborted) store.freeze();
+  const ownership = checkOwner(store.state, located);
+  if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
+  if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
+
+  const only = options.only;
+  const selected = (job: Job) => !only || matchesOnly(job, only);
+  const stored = await storeHolds(ctx, sink, planned.jobs, selected, statePath);
+  if (!Array.isArray(stored)) return stored;
+  const available = planned.balance?.available_points ?? 0;
+  const maxPoints = options.maxPoints ?? located.manifest.maxPoints;
+  const admission = admit({
+    state: store.state,
+    opening: opening(opened, planned),
+    ...(options.fresh ? { fresh: { epoch: randomUUID() } } : {}),
+    jobs: planned.jobs,
+    stored,
+    selected,
+    retryFailed: options.retryFailed === true,
+    maxPoints,
+    available,
+    uri: (key) => sink.uri(key),
+  });
+  if (admission.refused) {
+    return {
+      exitCode: 3,
+      budget: admission.refused,
+      warnings: planned.warnings,
+      statePath,
+      message: "the budget or the balance is too small: nothing was submitted",
+    };
+  }
+  // Admitted: from here the state is written.
+  if (admission.records.some((r) => r.t === "fresh")) await store.keepCopy?.();
+  for (const r of admission.records) void store.append(r).catch(ctx.fail);
+  await store.append({ t: "balance", available }, { durable: true });
+  // Every event of this run carries the run's name and id, so interleaved runs stay apart.
+  ctx.log = options.logger.child({ run: located.manifest.name, run_id: store.state.run?.id });
+  logAdmitted(ctx, opened, planned, admission, { maxPoints, available });
+  const ledger = ctx.seams.ledger(admission.cap, admission.openReserved);
+  return { planned, store, admission, ledger, maxPoints, selected, listener };
+}
+
+/** The plan, with the service's price, balance and voices; a refusal here has submitted nothing. */
+async function planWith(ctx: RunContext, opened: Opened): Promise<PlanResult | RunOutcome> {
+  const { options } = ctx;
+  const { located, sink } = opened;
+  let planned: PlanResult;
+  try {
+    planned = await plan({
+      manifest: options.manifest,
+      cwd: ctx.cwd,
+      clients: options.clients,
+      signal: ctx.signal,
+      loaded: located.loaded,
+    });
+  } catch (error) {
+    // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
+    if (ctx.signal.aborted) return ctx.stoppedEarly();
+    if (isUnavailable(error)) {
+      ctx.halt.unreachable(error);
+      return { ...ctx.stoppedEarly(), warnings: located.loaded.warnings };
+    }
+    // A missing, wrong or revoked key is a usage error: nothing was submitted.
+    if (error instanceof AuthenticationError || error instanceof PermissionError) {
+      return { exitCode: 2, message: error.message };
+    }
+    throw error;
+  }
+  if (planned.errors.length > 0) return { exitCode: 2, errors: planned.errors, warnings: planned.warnings };
+  // Before anything is paid for: a result that cannot be stored would be paid for and lost.
+  try {
+    await sink.probe();
+  } catch (error) {
+    if (!(error instanceof OutputError)) throw error;
+    return {
+      exitCode: error.unreachable ? 6 : 2,
+      message: `${error.message}; nothing was submitted`,
+      warnings: planned.warnings,
+    };
+  }
+  return planned;
+}
+
+/** The video callbacks' listener, when asked for; a port in use is a usage error. */
+async function listen(
+  ctx: RunContext,
+  statePath: string,
+): Promise<CallbackListener | RunOutcome | undefined> {
+  const callback = ctx.options.callback;
+  if (!callback) return undefined;
+  // Tasks are handed to the video poller once the jobs run; news before that is not lost, since
+  // polling goes on as the safety net.
+  const listener = new CallbackListener({
+    ...callback.listen,
+    onTask: (task) => ctx.onCallback?.(task),
+  });
+  let port: number;
+  try {
+    ({ port } = await listener.start());
+  } catch (error) {
+    const why = (error as NodeJS.ErrnoException).code ?? errorInfo(error).message;
+    return {
+      exitCode: 2,
+      message: `the callback listener cannot listen on ${callback.listen.host}:${callback.listen.port} (${why}): pass --callback-listen [HOST:]PORT with a free port; nothing was submitted`,
+      statePath,
+    };
+  }
+  ctx.defer(() => listener.close());
+  ctx.log.info({ event: "callbacks", url: callback.url, port }, "listening for video callbacks");
+  return listener;
+}
+
+/** What the store holds, asked for every selected job at once (a HEAD each on S3), 32 at a time. */
+async function storeHolds(
+  ctx: RunContext,
+  sink: Sink,
+  jobs: readonly Job[],
+  selected: (job: Job) => boolean,
+  statePath: string,
+): Promise<Array<Awaited<ReturnType<Sink["stat"]>>> | RunOutcome> {
+  const looking = pLimit(32);
+  try {
+    return await Promise.all(
+      jobs.map((job) => (selected(job) ? looking(() => sink.stat(outputKey(job))) : undefined)),
+    );
+  } catch (error) {
+    // The probe passed a moment ago, so this is the store's state (or its permissions for reads).
+    const status = (error as { cause?: { $metadata?: { httpStatusCode?: number } } }).cause?.$metadata
+      ?.httpStatusCode;
+    const setting = status === 403 || status === 404 || status === 400 || status === 301;
+    const message = `${errorInfo(error).message}; nothing was submitted`;
+    if (setting) return { exitCode: 2, message, statePath };
+    ctx.halt.unreachable(error);
+    return {
+      exitCode: 6,
+      stoppedBy: "unreachable",
+      message: `${message}: run again once it is reachable`,
+      statePath,
+    };
+  }
+}
+
+/** The records that open this run: who it is, and every job of the plan with its fingerprint. */
+function opening(opened: Opened, planned: PlanResult): RunRecord[] {
+  const { manifest, realPath } = opened.located;
+  return [
+    {
+      t: "run",
+      id: randomUUID(),
+      name: manifest.name,
+      manifest: manifest.display,
+      started_at: new Date().toISOString(),
+      manifest_path: realPath,
+    },
+    ...planned.jobs.map(
+      (job): RunRecord => ({
+        t: "job",
+        id: job.id,
+        kind: job.kind,
+        fingerprint: job.fingerprint,
+        estimate: job.points ?? 0,
+      }),
+    ),
+  ];
+}
+
+/** The run-level events of an admitted run: what it found, what it will do, what it may spend. */
+function logAdmitted(
+  ctx: RunContext,
+  opened: Opened,
+  planned: PlanResult,
+  admission: Admission,
+  money: { maxPoints: number | undefined; available: number },
+): void {
+  const { options, log } = ctx;
+  const { manifest } = opened.located;
+  for (const { job, uri, skipped } of admission.found) {
+    log.info(
+      { job: job.id, event: skipped ? "skipped" : "stored", uri },
+      skipped ? "unchanged: the store holds this result" : "the store holds the result this run paid for",
+    );
+  }
+  const work = admission.work;
+  log.info(
+    {
+      event: "run-started",
+      manifest: manifest.display,
+      name: manifest.name,
+      jobs: planned.jobs.length,
+      todo: work.length,
+      skipped: planned.jobs.length - work.length,
+      ...(options.fresh ? { fresh: true } : {}),
+      ...(options.retryFailed ? { retry_failed: true } : {}),
+      ...(options.only ? { only: options.only } : {}),
+    },
+    `run started: ${work.length} of ${planned.jobs.length} jobs to do`,
+  );
+  const estimate = work.reduce((sum, job) => sum + (job.points ?? 0), 0);
+  const { maxPoints, available } = money;
+  log.info(
+    {
+      event: "admitted",
+      estimate,
+      ...(maxPoints !== undefined ? { cap: maxPoints } : {}),
+      balance: available,
+      ...(admission.openReserved > 0 ? { reserved_by_open_tasks: admission.openReserved } : {}),
+    },
+    `admitted: ${estimate} points estimated, balance ${available}${maxPoints !== undefined ? `, cap ${maxPoints}` : ""}`,
+  );
+}

@@ -1,0 +1,249 @@
+// Stage 4, execute: every job's life (src/pipeline/jobs.ts) under its service's in-flight limit,
+// all jobs started together; the tasks no job follows any more (edited-away versions, removed rows)
+// followed to their end; `--max-failures` watched as jobs end; and a stop honoured with a short
+// grace for requests still queued.
+import type { VideoTask } from "../../api/video.js";
+import { SpeechPricer } from "../../engine/pricing.js";
+import type { JobState } from "../../engine/state.js";
+import { DEFAULT_TRACK_OPTIONS, SpeechPoller, VideoPoller } from "../../engine/tracker.js";
+import type { Job } from "../../manifest/index.js";
+import type { RunContext } from "../context.js";
+import { errorInfo, JobRunner } from "../jobs.js";
+import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
+import type { Admitted } from "./admission.js";
+import type { Opened } from "./open.js";
+import type { Prepared } from "./prepare.js";
+
+/** After an interrupt, how long jobs get to reach a clean stop before the run saves and leaves. */
+const ABORT_GRACE_MS = 1500;
+
+export interface Executed {
+  runner: JobRunner;
+  /** Set when --max-failures stopped new submissions. */
+  stoppedBy: StoppedBy | undefined;
+  /** Requests made by the trackers (the run's polling cost). */
+  pollRequests: number;
+}
+
+/** Why --max-failures stops the run now, or undefined while the failures are within it. */
+export function tooManyFailures(
+  limit: MaxFailures | undefined,
+  failed: number,
+  ended: number,
+): string | undefined {
+  if (!limit) return undefined;
+  if ("count" in limit) {
+    return failed > limit.count
+      ? `${failed} jobs failed, more than --max-failures ${limit.count}`
+      : undefined;
+  }
+  // A share of a handful says little: the first failures of a run do not stop it on their own.
+  if (ended < 5) return undefined;
+  const share = (failed / ended) * 100;
+  return share > limit.percent
+    ? `${failed} of the ${ended} jobs that ended failed (${Number(share.toFixed(1))}%), more than --max-failures ${limit.percent}%`
+    : undefined;
+}
+
+export async function execute(
+  ctx: RunContext,
+  gate: RunGate,
+  opened: Opened,
+  admitted: Admitted,
+  prepared: Prepared,
+): Promise<Executed | RunOutcome> {
+  const { video, speech } = pollers(ctx);
+  // The watcher stops the runner's submissions; the runner tells the watcher of each change.
+  let runner: JobRunner | undefined;
+  const watch = watchJobs(ctx, gate, admitted, () => runner, { video, speech });
+  runner = jobRunner(ctx, opened, admitted, prepared, { video, speech }, watch.changed);
+  const life = runner;
+  ctx.feed.setPhase("submitting");
+
+  const { planned, store } = admitted;
+  const work = admitted.admission.work;
+  const planIds = new Set(planned.jobs.map((job) => job.id));
+  const orphans = Object.values(store.state.jobs).filter(
+    (st) =>
+      (st.previous ?? []).some((a) => a.spent === undefined) ||
+      (!planIds.has(st.id) && st.attempts.some((a) => a.spent === undefined)),
+  );
+  const running = await runAll(ctx, gate, [
+    ...work.map((job) => ({ id: job.id, kind: job.kind, life: () => life.run(job) })),
+    ...orphans.map((st: JobState) => ({
+      id: st.id,
+      kind: st.kind,
+      life: () => life.settleOrphans(st, !planIds.has(st.id)),
+    })),
+  ]);
+  if (running > 0)
+    ctx.log.warn({ event: "interrupted", waiting: running }, "leaving jobs still queued for a request");
+
+  const statePath = opened.located.statePath;
+  if (ctx.broken) {
+    return {
+      exitCode: 1,
+      message: `the run's state could not be written (${errorInfo(ctx.broken).message}); it stopped: run again once the disk is fixed (creates in flight are sent again with their keys)`,
+      statePath,
+    };
+  }
+  // Another process holds the state now: nothing more is written to it, or to the reports.
+  if (opened.lockLost.aborted) {
+    return {
+      exitCode: 5,
+      message: `${(opened.lockLost.reason as Error).message}; this run stopped`,
+      statePath,
+    };
+  }
+  return { runner: life, stoppedBy: watch.stoppedBy(), pollRequests: video.requests + speech.requests };
+}
+
+/** The trackers; a look that fails after every retry may mean the service is gone. */
+function pollers(ctx: RunContext): { video: VideoPoller; speech: SpeechPoller } {
+  const { options } = ctx;
+  const track = { ...DEFAULT_TRACK_OPTIONS, ...options.track };
+  // With callbacks, a video task is looked at only now and then: the callbacks bring the news.
+  const videoTrack = options.callback ? { ...track, minIntervalMs: track.minIntervalMs * 10 } : track;
+  const trouble = (taskId: string, error: unknown, failures: number) => {
+    ctx.log.warn(
+      { event: "poll-failed", task_id: taskId, failures, error: errorInfo(error) },
+      "a look at a task failed; trying again",
+    );
+    // A list that fails falls back to looks at single tasks, which decide.
+    if (taskId !== "(list)") ctx.unavailable(error);
+  };
+  const video = new VideoPoller(options.clients.video, videoTrack, ctx.stop.signal, trouble);
+  const speech = new SpeechPoller(options.clients.speech, track, ctx.stop.signal, trouble);
+  ctx.onCallback = (task: VideoTask) => video.offer(task);
+  return { video, speech };
+}
+
+function jobRunner(
+  ctx: RunContext,
+  opened: Opened,
+  admitted: Admitted,
+  prepared: Prepared,
+  trackers: { video: VideoPoller; speech: SpeechPoller },
+  progress: (job?: Job) => void,
+): JobRunner {
+  const { options } = ctx;
+  const { planned, maxPoints, listener } = admitted;
+  const price = planned.speechPrice.value;
+  return new JobRunner({
+    clients: options.clients,
+    sink: opened.sink,
+    stager: opened.stager,
+    journal: admitted.store,
+    ledger: admitted.ledger,
+    pricer: new SpeechPricer(
+      (s) => options.clients.speech.pricing(s ? { signal: s } : {}),
+      price !== null ? { perTen: price, version: 0 } : undefined,
+    ),
+    exactSpeechPricing: maxPoints !== undefined,
+    ...trackers,
+    ...(options.callback && listener
+      ? { callback: { url: options.callback.url, token: listener.token } }
+      : {}),
+    name: opened.located.manifest.name,
+    maxAttempts: options.maxAttempts ?? 2,
+    ...(options.maxResultBytes !== undefined ? { maxResultBytes: options.maxResultBytes } : {}),
+    skillIds: prepared.skillIds,
+    voiceRefs: prepared.voiceRefs,
+    signal: ctx.stop.signal,
+    unavailable: ctx.unavailable,
+    unreachable: (error) => ctx.halt.unreachable(error),
+    log: ctx.log,
+    progress,
+    fail: ctx.fail,
+  });
+}
+
+/**
+ * The progress feed and --max-failures, told of each job's change: counts kept job by job, and
+ * new submissions stopped once too many jobs of this run failed.
+ */
+function watchJobs(
+  ctx: RunContext,
+  gate: RunGate,
+  admitted: Admitted,
+  runner: () => JobRunner | undefined,
+  trackers: { video: VideoPoller; speech: SpeechPoller },
+): { changed(job?: Job): void; stoppedBy(): StoppedBy | undefined } {
+  const { planned, store, maxPoints, ledger } = admitted;
+  const workIds = new Set(admitted.admission.work.map((job) => job.id));
+  const statusOf = (id: string) => store.state.jobs[id]?.status ?? "pending";
+  const limit = (t: { tasks: { concurrency?: number } }) => t.tasks.concurrency ?? 0;
+  ctx.feed.start(
+    {
+      total: planned.jobs.length,
+      reused: planned.jobs.filter((job) => !workIds.has(job.id) && statusOf(job.id) === "stored").length,
+      ...(maxPoints !== undefined ? { cap: maxPoints } : {}),
+      ledger: () => ledger.snapshot(),
+      inFlight: (kind) => trackers[kind].inFlight(),
+      durations: (kind) => trackers[kind].durations,
+      inFlightLimit: { video: limit(gate.video), speech: limit(gate.speech) },
+    },
+    planned.jobs.map((job) => ({ id: job.id, kind: job.kind, status: statusOf(job.id) })),
+  );
+  let ended = 0;
+  let failed = 0;
+  let stoppedBy: StoppedBy | undefined;
+  const changed = (job?: Job): void => {
+    if (!job) {
+      ctx.feed.flush();
+      return;
+    }
+    const now = statusOf(job.id);
+    const was = ctx.feed.job(job.id, job.kind, now);
+    if (was === now || !workIds.has(job.id)) return;
+    if (now === "stored" || now === "failed" || now === "cancelled") ended += 1;
+    if (now === "failed") failed += 1;
+    const why = tooManyFailures(ctx.options.maxFailures, failed, ended);
+    const r = runner();
+    if (why && r && !r.stopped) {
+      stoppedBy = "max-failures";
+      r.stopSubmitting(`${why}: new submissions stopped; the tasks in flight were let finish`, true);
+      ctx.log.warn({ event: "max-failures", failed, ended }, why);
+    }
+  };
+  return { changed, stoppedBy: () => stoppedBy };
+}
+
+/**
+ * Runs every life under its service's in-flight limit and waits for all of them, or, once the run
+ * is stopped, for a short grace: requests in flight are aborted at once, but a request still queued
+ * in a throttled limiter only fails when its turn comes. It has sent nothing and every job checks
+ * the stop before it writes, so the run saves its report and leaves instead of waiting. Returns how
+ * many lives were still waiting.
+ */
+async function runAll(
+  ctx: RunContext,
+  gate: RunGate,
+  lives: ReadonlyArray<{ id: string; kind: "video" | "speech"; life: () => Promise<void> }>,
+): Promise<number> {
+  let running = lives.length;
+  const unexpected = (id: string) => (error: unknown) => {
+    if (ctx.broken) return;
+    ctx.log.error({ job: id, event: "job-error", error: errorInfo(error) }, "unexpected error");
+  };
+  const all = Promise.all(
+    lives.map(({ id, kind, life }) =>
+      gate[kind]
+        .tasks(life)
+        .catch(unexpected(id))
+        .finally(() => {
+          running -= 1;
+        }),
+    ),
+  );
+  const signal = ctx.signal;
+  let grace: (() => void) | undefined;
+  const stoppedThenGrace = new Promise<void>((resolve) => {
+    grace = () => setTimeout(resolve, ABORT_GRACE_MS).unref();
+    if (signal.aborted) grace();
+    else signal.addEventListener("abort", grace, { once: true });
+  });
+  await Promise.race([all, stoppedThenGrace]);
+  if (grace) signal.removeEventListener("abort", grace);
+  return running;
+}

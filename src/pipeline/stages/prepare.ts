@@ -1,0 +1,124 @@
+// Stage 3, prepare: what the jobs need before the first create. Skills of the manifest synced by
+// name, reference voice files uploaded once per content hash, and what dead writers left in the
+// store cleaned up. Each step is journalled, so a resumed run does not do it again.
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { Logger } from "pino";
+import type { Clients } from "../../api/index.js";
+import type { Job } from "../../manifest/index.js";
+import type { RunContext } from "../context.js";
+import { errorInfo, type VoiceRef, voiceHash } from "../jobs.js";
+import type { StateStore } from "../types.js";
+import type { Admitted } from "./admission.js";
+import type { Opened } from "./open.js";
+
+export interface Prepared {
+  skillIds: Map<string, string>;
+  voiceRefs: Map<string, VoiceRef>;
+}
+
+export async function prepare(ctx: RunContext, opened: Opened, admitted: Admitted): Promise<Prepared> {
+  const { options, signal, log } = ctx;
+  const { store, planned } = admitted;
+  const skillIds = await syncSkills(
+    options.clients,
+    store,
+    planned.jobs,
+    opened.located.manifest.skills,
+    signal,
+  );
+  const voiceRefs = await prepareVoices(options.clients, store, planned.jobs, signal, log);
+  const { sink } = opened;
+  if (sink.cleanup) {
+    // Only uploads begun before this process held the lock: no live writer of this run owns them.
+    const cleaned = await sink.cleanup(opened.lockedAt).catch((error: unknown) => {
+      log.warn({ event: "cleanup-failed", error: errorInfo(error) }, "could not clean up abandoned uploads");
+      return { aborted: 0 };
+    });
+    if (cleaned.aborted > 0)
+      log.info({ event: "uploads-aborted", count: cleaned.aborted }, "aborted uploads left by a stopped run");
+  }
+  return { skillIds, voiceRefs };
+}
+
+/** Manifest skills become custom skills by name before the run (created or updated once). */
+async function syncSkills(
+  clients: Clients,
+  j: StateStore,
+  jobs: readonly Job[],
+  skills: ReadonlyArray<{ name: string; file?: string; sha256?: string }>,
+  signal: AbortSignal,
+): Promise<Map<string, string>> {
+  const ids = new Map<string, string>();
+  const used = new Set(jobs.flatMap((job) => (job.kind === "video" && job.skill ? [job.skill.name] : [])));
+  const wanted = skills.filter((s) => s.file && used.has(s.name));
+  let existing: Array<{ id: string; name: string; official: boolean; content: string }> | undefined;
+  for (const skill of wanted) {
+    const known = j.state.skills[skill.name];
+    if (known && known.sha256 === skill.sha256) {
+      ids.set(skill.name, known.id);
+      continue;
+    }
+    const text = await readFile(skill.file as string, "utf8");
+    const content = text.replace(/^---\r?\n[\s\S]*?\r?\n---\r?\n?/, "");
+    if (!existing) {
+      existing = [];
+      for await (const s of clients.video.listSkills({}, { signal })) existing.push(s);
+    }
+    const same = existing.find((s) => !s.official && s.name === skill.name);
+    const result = same
+      ? await clients.video.updateSkill(same.id, { name: skill.name, content }, { signal })
+      : await clients.video.createSkill({ name: skill.name, content }, { signal });
+    await j.append(
+      { t: "skill", name: skill.name, id: result.id, sha256: skill.sha256 as string },
+      { durable: true },
+    );
+    ids.set(skill.name, result.id);
+  }
+  return ids;
+}
+
+/** Reference audio files become assets (or custom voices when saved), once per content hash. */
+async function prepareVoices(
+  clients: Clients,
+  j: StateStore,
+  jobs: readonly Job[],
+  signal: AbortSignal,
+  log: Logger,
+): Promise<Map<string, VoiceRef>> {
+  const { uploadReferenceAudio } = await import("../../api/index.js");
+  const refs = new Map<string, VoiceRef>();
+  for (const job of jobs) {
+    if (job.kind !== "speech" || job.voice.source !== "file") continue;
+    const hash = voiceHash(job);
+    if (refs.has(hash)) continue;
+    const known = j.state.voices[hash];
+    if (job.voice.saveAs) {
+      if (known?.voice_id) {
+        refs.set(hash, { source: "custom", voice_id: known.voice_id });
+        continue;
+      }
+      const asset = await uploadReferenceAudio(clients.http, clients.speech, job.voice.path, { signal });
+      const key = `clapper-voice-${createHash("sha256").update(hash).digest("hex").slice(0, 48)}`;
+      const voice = await clients.speech.createVoice(
+        { asset_id: asset.asset_id, name: job.voice.saveAs },
+        { idempotencyKey: key, signal },
+      );
+      await j.append(
+        { t: "voice", hash, asset_id: asset.asset_id, voice_id: voice.voice_id },
+        { durable: true },
+      );
+      log.info(
+        { event: "voice-created", voice_id: voice.voice_id, name: job.voice.saveAs },
+        "custom voice created",
+      );
+      refs.set(hash, { source: "custom", voice_id: voice.voice_id });
+      continue;
+    }
+    // Unused assets expire after 7 days: one uploaded by an earlier run is uploaded again.
+    const asset = await uploadReferenceAudio(clients.http, clients.speech, job.voice.path, { signal });
+    await j.append({ t: "voice", hash, asset_id: asset.asset_id }, { durable: true });
+    refs.set(hash, { source: "asset", asset_id: asset.asset_id });
+  }
+  return refs;
+}

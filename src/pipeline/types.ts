@@ -1,0 +1,162 @@
+// The run's shapes: what a caller gives `run()` and what it gets back, the progress it hears, and
+// the seams a second machine replaces (the lock, the state store, the ledger, the request gate, the
+// sink). Today's implementations are the defaults (src/pipeline/context.ts).
+import type { LimitFunction } from "p-limit";
+import type { Logger } from "pino";
+import type { Clients } from "../api/index.js";
+import type { PointsLedger } from "../engine/ledger.js";
+import type { ServiceLimits } from "../engine/limiter.js";
+import type { Lock, LockOptions } from "../engine/lock.js";
+import type { MaterialStager } from "../engine/staging.js";
+import type { RunRecord, RunState } from "../engine/state.js";
+import type { TrackOptions } from "../engine/tracker.js";
+import type { Problem } from "../manifest/index.js";
+import type { S3ClientOptions } from "../sinks/s3.js";
+import type { Sink } from "../sinks/sink.js";
+import type { BudgetRow } from "./admit.js";
+import type { LocatedRun } from "./locate.js";
+import type { Report } from "./report.js";
+
+/** The run's state: what happened, record by record, and the state those records make. */
+export interface StateStore {
+  readonly state: RunState;
+  /** `durable`: on disk (or wherever it lives) before the promise settles; write-ahead depends on it. */
+  append(record: RunRecord, options?: { durable?: boolean }): Promise<void>;
+  /** Not one more record: another process writes this state now. */
+  freeze(): void;
+  /** Before `--fresh` changes the state: a copy of it as it was, kept. */
+  keepCopy?(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Tasks in flight per service, around each job's life. */
+export interface RunGate {
+  video: { tasks: LimitFunction };
+  speech: { tasks: LimitFunction };
+  stop(): Promise<void>;
+}
+
+/**
+ * What the stages use and a coordinator (or a test) may replace. The defaults: a lease file beside
+ * the state, the journal file, a ledger in this process, and the folder or S3 of the output.
+ */
+export interface Seams {
+  lock(path: string, options: LockOptions): Promise<Lock>;
+  openState(path: string): Promise<StateStore>;
+  ledger(cap: number, reservedAlready: number): PointsLedger;
+  outputs(
+    options: Pick<RunOptions, "output" | "staging" | "s3">,
+    manifest: { dir: string; name: string; output?: string },
+    cwd: string,
+  ): { sink: Sink; stager: MaterialStager };
+}
+
+export interface RunOptions {
+  manifest: string;
+  cwd?: string;
+  clients: Clients;
+  /** The run, located already by the caller (the CLI needs its state folder before connecting). */
+  located?: LocatedRun;
+  /** Output folder or s3://bucket/prefix overriding the manifest's `output`; a folder is relative to cwd. */
+  output?: string;
+  /** Where local materials are staged for the services to fetch (s3://...); default: beside an S3 output. */
+  staging?: string;
+  /** S3-compatible endpoint (`--s3-endpoint`); otherwise the AWS SDK's configuration. */
+  s3?: S3ClientOptions;
+  /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
+  statePath?: string;
+  /** Take the run's lock even when another process seems to hold it (`--break-lock`). */
+  breakLock?: boolean;
+  /** The lock's lease and heartbeat (defaults: 30 s and 5 s); tests use short ones. */
+  lease?: { leaseMs: number; heartbeatMs: number };
+  maxPoints?: number;
+  /** Job ids (or row ids, or id prefixes like `shot/s02`) to work on; the rest are left as they are. */
+  only?: string[];
+  retryFailed?: boolean;
+  fresh?: boolean;
+  /** Attempts per job in one run, the first included. */
+  maxAttempts?: number;
+  /** Per-result download limit in bytes, instead of the one derived from each job (`--max-result-mb`). */
+  maxResultBytes?: number;
+  limits?: { video: ServiceLimits; speech: ServiceLimits };
+  track?: Partial<TrackOptions>;
+  /**
+   * Video status callbacks: the service posts to `url`, which must reach the listener started at
+   * `listen` (directly, or through a tunnel or proxy). Polling goes on as a slow safety net.
+   */
+  callback?: { url: string; listen: { host: string; port: number } };
+  /** Aborting stops submissions, saves state and ends the run as interrupted. */
+  signal?: AbortSignal;
+  logger: Logger;
+  onProgress?: (progress: Progress) => void;
+  env?: NodeJS.ProcessEnv;
+  /** Gate shared with the clients' HTTP layer; created here when absent. */
+  gate?: RunGate;
+  /** Replacements for the defaults of the seams (a coordinator, or in-memory fakes in tests). */
+  seams?: Partial<Seams>;
+  /** Stop submitting once too many jobs failed; what is in flight ends; exit 1. */
+  maxFailures?: MaxFailures;
+  /** Stop submitting and waiting at this time; state saved; exit 4. */
+  deadline?: Date;
+}
+
+/** What the run is doing now, for the live display. */
+export type Phase = "planning" | "pre-flight" | "submitting" | "waiting" | "collecting" | "reporting";
+
+export interface Progress {
+  phase: Phase;
+  /** When the run started (epoch ms), before planning. */
+  startedAt: number;
+  counts: Record<
+    "pending" | "submitting" | "running" | "collecting" | "stored" | "failed" | "cancelled",
+    number
+  >;
+  /** Jobs reused from an earlier run (counted in `stored` too): not work of this run. */
+  reused: number;
+  total: number;
+  reserved: number;
+  spent: number;
+  /** The run's points cap, when it has one. */
+  cap?: number;
+  /**
+   * Tasks of this run in flight now: their kind, when they were created (epoch ms) and, for video,
+   * the service's own `estimated_remaining_seconds` at the last look (and when that look was).
+   */
+  inFlight: ReadonlyArray<{
+    kind: "video" | "speech";
+    createdAt: number;
+    remaining?: { seconds: number; at: number };
+  }>;
+  /** Tasks of this run that ended, per kind: how long each took from create to end (ms). */
+  durations: { video: readonly number[]; speech: readonly number[] };
+  /** Jobs of this run not created yet, per kind (waiting for a slot or not started). */
+  queued: { video: number; speech: number };
+  /** Tasks in flight allowed per service. */
+  inFlightLimit: { video: number; speech: number };
+}
+
+/** `--max-failures N|P%`: stop submitting once more than this many jobs (or this share of ended jobs) failed. */
+export type MaxFailures = { count: number } | { percent: number };
+
+/** Why a run stopped submitting before it had done all its work. */
+export type StoppedBy = "max-failures" | "deadline" | "unreachable" | "budget" | "signal";
+
+export interface RunOutcome {
+  exitCode: 0 | 1 | 2 | 3 | 4 | 5 | 6;
+  message?: string;
+  /** Why the run stopped before doing all its work (also in the report's `run.stopped_by`). */
+  stoppedBy?: StoppedBy;
+  errors?: Problem[];
+  warnings?: Problem[];
+  budget?: BudgetRow[];
+  report?: Report;
+  reportUris?: string[];
+  statePath?: string;
+  /** Requests made by the trackers (the run's polling cost). */
+  pollRequests?: number;
+}
+
+export const DEFAULT_LIMITS = {
+  video: { rps: 10, inFlight: 32 },
+  speech: { rps: 10, inFlight: 32 },
+} as const satisfies { video: ServiceLimits; speech: ServiceLimits };

@@ -1,0 +1,226 @@
+// A whole run with in-memory fakes of every seam (lock, state store, ledger, request gate, sink)
+// and the real sandbox over HTTP for the services: the stages depend on the seams' contracts only,
+// so a coordinator (Redis) or a state in S3 can plug in without touching them. Nothing touches the
+// disk but the manifest.
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import type { Readable } from "node:stream";
+import pLimit from "p-limit";
+import { describe, expect, it } from "vitest";
+import { createClients } from "../../src/api/index.js";
+import { retryPoliciesFromEnv } from "../../src/cli/config.js";
+import type { PointsLedger } from "../../src/engine/ledger.js";
+import { type Lock, LockHeldError } from "../../src/engine/lock.js";
+import { InlineStager } from "../../src/engine/staging.js";
+import { applyRecord, initialState, type RunRecord, type RunState } from "../../src/engine/state.js";
+import { type RunGate, run, type Seams, type StateStore } from "../../src/pipeline/run.js";
+import type { Sink, WriteOptions } from "../../src/sinks/sink.js";
+import { capture, created, FAST_TRACK, KEY, RETRY_ENV, setup } from "./helpers.js";
+
+/** Everything the fakes saw, to check the stages used the seams as their contracts say. */
+function fakes() {
+  const locks = new Set<string>();
+  const taken: string[] = [];
+  const records: RunRecord[] = [];
+  const objects = new Map<string, { data: Buffer; metadata: Record<string, string> }>();
+  const ledgerCalls: string[] = [];
+  let lives = 0;
+
+  const lock: Seams["lock"] = async (path) => {
+    if (locks.has(path)) throw new LockHeldError(path, undefined, 0, 30_000);
+    locks.add(path);
+    taken.push(path);
+    const held: Lock = {
+      path,
+      owner: { pid: 0, host: "memory", started_at: new Date().toISOString() },
+      replaced: undefined,
+      lost: false,
+      release: async () => {
+        locks.delete(path);
+      },
+    };
+    return held;
+  };
+
+  // One state for the path, kept across runs as a store would.
+  const openState: Seams["openState"] = async () => {
+    const state: RunState = initialState();
+    for (const r of records) applyRecord(state, r);
+    let frozen = false;
+    const store: StateStore = {
+      get state() {
+        return state;
+      },
+      async append(record) {
+        if (frozen) return;
+        records.push(structuredClone(record));
+        applyRecord(state, record);
+      },
+      freeze() {
+        frozen = true;
+      },
+      async close() {},
+    };
+    return store;
+  };
+
+  const ledger: Seams["ledger"] = (cap, reservedAlready) => {
+    let reserved = reservedAlready;
+    let spent = 0;
+    const l: PointsLedger = {
+      async tryReserve(points) {
+        ledgerCalls.push(`reserve ${points}`);
+        if (reserved + spent + points > cap) return false;
+        reserved += points;
+        return true;
+      },
+      async settle(from, to) {
+        ledgerCalls.push(`settle ${from} ${to}`);
+        reserved -= from;
+        spent += to;
+      },
+      async adjust(from, to) {
+        reserved += to - from;
+        return reserved + spent <= cap;
+      },
+      snapshot: () => ({ cap, reserved, spent }),
+    };
+    return l;
+  };
+
+  const sink: Sink = {
+    uri: (key) => `memory://out/${key}`,
+    async write(key: string, body: Readable, options: WriteOptions = {}) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(Buffer.from(chunk as Buffer));
+      const data = Buffer.concat(chunks);
+      if (options.expectedBytes !== undefined && options.expectedBytes !== data.length)
+        throw new Error(`expected ${options.expectedBytes} bytes, got ${data.length}`);
+      await options.check?.(undefined);
+      objects.set(key, { data, metadata: options.metadata ?? {} });
+      return { uri: `memory://out/${key}`, bytes: data.length, sha256: sha256(data) };
+    },
+    async writeText(key, text) {
+      objects.set(key, { data: Buffer.from(text), metadata: {} });
+      return `memory://out/${key}`;
+    },
+    async stat(key) {
+      const o = objects.get(key);
+      return o ? { bytes: o.data.length, metadata: o.metadata } : undefined;
+    },
+    async probe() {},
+  };
+  const outputs: Seams["outputs"] = () => ({ sink, stager: new InlineStager() });
+
+  const gate: RunGate = {
+    video: { tasks: counted(pLimit(3)) },
+    speech: { tasks: counted(pLimit(3)) },
+    async stop() {},
+  };
+  function counted(limit: ReturnType<typeof pLimit>) {
+    const f = (<T>(fn: () => Promise<T>) => {
+      lives += 1;
+      return limit(fn);
+    }) as ReturnType<typeof pLimit>;
+    return Object.assign(f, { concurrency: limit.concurrency });
+  }
+
+  return {
+    seams: { lock, openState, ledger, outputs } satisfies Seams,
+    gate,
+    locks,
+    taken,
+    records,
+    objects,
+    ledgerCalls,
+    lives: () => lives,
+  };
+}
+
+const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
+
+describe("a whole run on in-memory seams", () => {
+  it("runs, resumes nothing twice, and writes nothing to disk but what the services hold", async () => {
+    const { s, w } = await setup();
+    const manifest = await w.manifest({
+      shots: [
+        { id: "s01", prompt: "A lighthouse at dusk" },
+        { id: "s02", prompt: "The lamp turns" },
+      ],
+      lines: [{ id: "n01", text: "Every night, the light came on." }],
+      budget: 1000,
+    });
+    const f = fakes();
+    const logs = capture();
+    const clients = createClients({
+      baseUrl: s.url,
+      apiKey: KEY,
+      logger: logs.logger,
+      policies: retryPoliciesFromEnv(RETRY_ENV),
+    });
+    const before = await s.total();
+    try {
+      const once = () =>
+        run({
+          manifest,
+          clients,
+          logger: logs.logger,
+          env: {},
+          gate: f.gate,
+          seams: f.seams,
+          track: FAST_TRACK,
+        });
+      const first = await once();
+      expect(first.exitCode, first.message).toBe(0);
+      expect(first.report?.counts).toMatchObject({ total: 3, succeeded: 3 });
+
+      // The lock: taken once for the state's path, and given back.
+      expect(f.taken).toEqual([`${w.statePath()}.lock`]);
+      expect(f.locks.size).toBe(0);
+      // The state store: write-ahead (every create's intent before its task), every attempt settled.
+      const kinds = f.records.map((r) => r.t);
+      for (const id of ["shot/s01", "shot/s02", "line/n01"]) {
+        const mine = f.records.filter((r) => "id" in r && r.id === id).map((r) => r.t);
+        expect(mine.indexOf("intent"), id).toBeLessThan(mine.indexOf("created"));
+        expect(mine, id).toContain("settled");
+        expect(mine, id).toContain("stored");
+      }
+      expect(kinds.at(-1)).toBe("finish");
+      // The ledger: one reservation per job, each settled.
+      expect(f.ledgerCalls.filter((c) => c.startsWith("reserve"))).toHaveLength(3);
+      expect(f.ledgerCalls.filter((c) => c.startsWith("settle"))).toHaveLength(3);
+      // The gate: one life per job, under its limits.
+      expect(f.lives()).toBe(3);
+      // The sink holds every result and the reports, as the report says.
+      for (const job of first.report!.jobs) {
+        const key = job.output!.uri.replace("memory://out/", "");
+        expect(sha256(f.objects.get(key)!.data)).toBe(job.output!.sha256);
+      }
+      expect([...f.objects.keys()].filter((k) => k.startsWith("reports/")).sort()).toEqual([
+        "reports/junit.xml",
+        "reports/report.json",
+        "reports/report.md",
+      ]);
+      // Points: the report's spending is the balance drop.
+      expect(first.report!.points.spent).toBe(before - (await s.settledTotal()));
+
+      // Run again on the same seams: everything is reused, nothing is created.
+      const second = await once();
+      expect(second.exitCode).toBe(0);
+      expect(second.report?.counts).toMatchObject({ skipped: 3 });
+      expect(created(await s.stats())).toBe(3);
+
+      // Nothing on disk beside the manifest: no state folder, no output folder, no lock.
+      expect(existsSync(w.statePath())).toBe(false);
+      expect(existsSync(w.out())).toBe(false);
+      expect((await readdir(w.dir)).sort()).toEqual(["manifest.yaml"]);
+
+      // A lock the fake says is held stops a run at once (exit 5), as the file lock does.
+      f.locks.add(`${w.statePath()}.lock`);
+      expect((await once()).exitCode).toBe(5);
+    } finally {
+      await clients.close();
+    }
+  });
+});
