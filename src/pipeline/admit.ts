@@ -58,82 +58,137 @@ export interface Admission {
   refused?: BudgetRow[];
 }
 
-export function admit(input: AdmitInput): Admission {
-  const preview = structuredClone(input.state);
-  const records = [...input.opening];
-  for (const r of records) applyRecord(preview, r);
-  const more = (r: RunRecord) => {
-    records.push(r);
-    applyRecord(preview, r);
-  };
-  if (input.fresh) {
-    const jobs = input.jobs
-      .filter((job) => input.selected(job) && preview.jobs[job.id]?.freshIn !== preview.campaign)
-      .map((job) => job.id);
-    if (jobs.length > 0) more({ t: "fresh", epoch: input.fresh.epoch, jobs });
-  }
+/** The admission being decided: the state with the records so far applied, and what the store held. */
+interface Draft {
+  input: AdmitInput;
+  preview: RunState;
+  /** Every record to append, in order. */
+  records: RunRecord[];
+  found: Admission["found"];
+}
 
+/** What a selected job asks of the run: nothing, following what is paid for or open, or a new attempt. */
+type Step = "none" | "resume" | "new";
+
+export function admit(input: AdmitInput): Admission {
+  const draft = openDraft(input);
   const work: Job[] = [];
-  const found: Admission["found"] = [];
   let newCost = 0;
   for (const [index, job] of input.jobs.entries()) {
     if (!input.selected(job)) continue;
-    const st = preview.jobs[job.id] as JobState;
-    const entry = input.stored[index];
-    const meta = entry?.metadata;
-    const key = outputKey(job);
-    const open = openAttempt(st);
-    // The store is the truth where it can say what it holds (S3 metadata): an object made for this
-    // very request, with its hash recorded, is the job's result whoever made it; except after a
-    // --fresh of this campaign, when only an object made by one of its new attempts will do.
-    const made = (task: string | undefined) =>
-      task !== undefined && st.attempts.some((a) => a.n >= (st.countFrom ?? 1) && a.taskId === task);
-    const fresh = st.freshIn === preview.campaign;
-    const inStore =
-      entry !== undefined &&
-      meta?.fingerprint === job.fingerprint &&
-      meta.sha256 !== undefined &&
-      (!fresh || made(meta.task));
-    const output = entry
-      ? { uri: input.uri(key), bytes: entry.bytes, sha256: meta?.sha256 ?? "", fingerprint: job.fingerprint }
-      : undefined;
-    if (inStore && output && st.status === "collecting" && meta?.task === st.attempts.at(-1)?.taskId) {
-      // Paid for in this state and stored before the run could record it (a kill after the upload):
-      // recorded as produced, not as reused, so its points stay counted.
-      more({ t: "stored", id: job.id, output });
-      found.push({ job, uri: output.uri, skipped: false });
-      continue;
-    }
-    if (inStore && output && !open && st.output?.fingerprint !== job.fingerprint) {
-      more({ t: "stored", id: job.id, output });
-      more({ t: "skip", id: job.id });
-      found.push({ job, uri: output.uri, skipped: true });
-      continue;
-    }
-    if (!open && st.status === "stored" && st.output?.fingerprint === job.fingerprint) {
-      const same =
-        entry !== undefined &&
-        entry.bytes === st.output.bytes &&
-        (meta?.fingerprint ?? job.fingerprint) === job.fingerprint;
-      if (same) {
-        const earlier = !st.attempts.some((a) => a.campaign === preview.campaign);
-        if (earlier && !st.skipped) {
-          more({ t: "skip", id: job.id });
-          found.push({ job, uri: st.output.uri, skipped: true });
-        }
-        continue;
-      }
-    }
-    if ((st.status === "failed" || st.status === "cancelled") && !input.retryFailed && !open) continue;
-    // An attempt still open is resumed, even when the store holds the result: its task exists (or
-    // may) and will be charged, so it is followed to its end and settled.
+    const step = stepFor(draft, job, input.stored[index]);
+    if (step === "none") continue;
     work.push(job);
-    // A job being collected was paid for already; an open attempt holds its reservation.
-    if (!open && st.status !== "collecting") newCost += job.points ?? 0;
+    if (step === "new") newCost += job.points ?? 0;
   }
+  const { spentBefore, openReserved } = heldByRun(draft.preview);
+  const { maxPoints, available } = input;
+  const cap = Math.min(
+    maxPoints === undefined ? Number.POSITIVE_INFINITY : Math.max(0, maxPoints - spentBefore),
+    available + openReserved,
+  );
+  const admission: Admission = { records: draft.records, work, found: draft.found, cap, openReserved };
+  if (newCost + openReserved > cap)
+    admission.refused = budgetTable(input, { jobs: work.length, newCost, openReserved, spentBefore, cap });
+  return admission;
+}
 
-  // A resumed run is the same run: what an earlier process of it spent counts against the budget,
-  // and the attempts left open keep their reservations (the service holds them too).
+/** The opening records applied to a copy of the state, and the `fresh` record when asked. */
+function openDraft(input: AdmitInput): Draft {
+  const draft: Draft = {
+    input,
+    preview: structuredClone(input.state),
+    records: [...input.opening],
+    found: [],
+  };
+  for (const r of draft.records) applyRecord(draft.preview, r);
+  if (input.fresh) {
+    const { preview } = draft;
+    const jobs = input.jobs
+      .filter((job) => input.selected(job) && preview.jobs[job.id]?.freshIn !== preview.campaign)
+      .map((job) => job.id);
+    if (jobs.length > 0) more(draft, { t: "fresh", epoch: input.fresh.epoch, jobs });
+  }
+  return draft;
+}
+
+/** A record is applied as it is added: the decisions after it see the state it makes. */
+function more(draft: Draft, r: RunRecord): void {
+  draft.records.push(r);
+  applyRecord(draft.preview, r);
+}
+
+/**
+ * What the run does with a selected job; what the store was found to hold for it is recorded
+ * (`stored`, `skip`) and listed in `found` on the way.
+ */
+function stepFor(draft: Draft, job: Job, entry: StoreEntry | undefined): Step {
+  const { input, preview } = draft;
+  const st = preview.jobs[job.id] as JobState;
+  const meta = entry?.metadata;
+  const key = outputKey(job);
+  const open = openAttempt(st);
+  const inStore = holdsResult(st, job, entry, preview.campaign);
+  const output = entry
+    ? { uri: input.uri(key), bytes: entry.bytes, sha256: meta?.sha256 ?? "", fingerprint: job.fingerprint }
+    : undefined;
+  if (inStore && output && st.status === "collecting" && meta?.task === st.attempts.at(-1)?.taskId) {
+    // Paid for in this state and stored before the run could record it (a kill after the upload):
+    // recorded as produced, not as reused, so its points stay counted.
+    more(draft, { t: "stored", id: job.id, output });
+    draft.found.push({ job, uri: output.uri, skipped: false });
+    return "none";
+  }
+  if (inStore && output && !open && st.output?.fingerprint !== job.fingerprint) {
+    more(draft, { t: "stored", id: job.id, output });
+    more(draft, { t: "skip", id: job.id });
+    draft.found.push({ job, uri: output.uri, skipped: true });
+    return "none";
+  }
+  if (!open && st.status === "stored" && st.output?.fingerprint === job.fingerprint) {
+    const same =
+      entry !== undefined &&
+      entry.bytes === st.output.bytes &&
+      (meta?.fingerprint ?? job.fingerprint) === job.fingerprint;
+    if (same) {
+      const earlier = !st.attempts.some((a) => a.campaign === preview.campaign);
+      if (earlier && !st.skipped) {
+        more(draft, { t: "skip", id: job.id });
+        draft.found.push({ job, uri: st.output.uri, skipped: true });
+      }
+      return "none";
+    }
+  }
+  if ((st.status === "failed" || st.status === "cancelled") && !input.retryFailed && !open) return "none";
+  // An attempt still open is resumed, even when the store holds the result: its task exists (or
+  // may) and will be charged, so it is followed to its end and settled.
+  // A job being collected was paid for already; an open attempt holds its reservation.
+  return !open && st.status !== "collecting" ? "new" : "resume";
+}
+
+/**
+ * The store is the truth where it can say what it holds (S3 metadata): an object made for this
+ * very request, with its hash recorded, is the job's result whoever made it; except after a
+ * --fresh of this campaign, when only an object made by one of its new attempts will do.
+ */
+function holdsResult(st: JobState, job: Job, entry: StoreEntry | undefined, campaign: number): boolean {
+  const meta = entry?.metadata;
+  const made = (task: string | undefined) =>
+    task !== undefined && st.attempts.some((a) => a.n >= (st.countFrom ?? 1) && a.taskId === task);
+  const fresh = st.freshIn === campaign;
+  return (
+    entry !== undefined &&
+    meta?.fingerprint === job.fingerprint &&
+    meta.sha256 !== undefined &&
+    (!fresh || made(meta.task))
+  );
+}
+
+/**
+ * A resumed run is the same run: what an earlier process of it spent counts against the budget,
+ * and the attempts left open keep their reservations (the service holds them too).
+ */
+function heldByRun(preview: RunState): { spentBefore: number; openReserved: number } {
   let spentBefore = 0;
   let openReserved = 0;
   for (const st of Object.values(preview.jobs)) {
@@ -141,21 +196,21 @@ export function admit(input: AdmitInput): Admission {
       if (a.spent === undefined) openReserved += a.reserved;
     spentBefore += spentPoints(st, preview.campaign);
   }
+  return { spentBefore, openReserved };
+}
+
+/** The table shown when the run does not fit its budget or the balance. */
+function budgetTable(
+  input: AdmitInput,
+  t: { jobs: number; newCost: number; openReserved: number; spentBefore: number; cap: number },
+): BudgetRow[] {
   const { maxPoints, available } = input;
-  const cap = Math.min(
-    maxPoints === undefined ? Number.POSITIVE_INFINITY : Math.max(0, maxPoints - spentBefore),
-    available + openReserved,
-  );
-  const admission: Admission = { records, work, found, cap, openReserved };
-  if (newCost + openReserved > cap) {
-    const table: BudgetRow[] = [{ what: `estimated cost of ${work.length} job(s) to do`, points: newCost }];
-    if (openReserved > 0) table.push({ what: "reserved by tasks still running", points: openReserved });
-    table.push({ what: "available points (service balance)", points: available });
-    if (maxPoints !== undefined) table.push({ what: "budget (max_points)", points: maxPoints });
-    if (maxPoints !== undefined && spentBefore > 0)
-      table.push({ what: "already spent in this run", points: spentBefore });
-    table.push({ what: "short by", points: newCost + openReserved - cap });
-    admission.refused = table;
-  }
-  return admission;
+  const table: BudgetRow[] = [{ what: `estimated cost of ${t.jobs} job(s) to do`, points: t.newCost }];
+  if (t.openReserved > 0) table.push({ what: "reserved by tasks still running", points: t.openReserved });
+  table.push({ what: "available points (service balance)", points: available });
+  if (maxPoints !== undefined) table.push({ what: "budget (max_points)", points: maxPoints });
+  if (maxPoints !== undefined && t.spentBefore > 0)
+    table.push({ what: "already spent in this run", points: t.spentBefore });
+  table.push({ what: "short by", points: t.newCost + t.openReserved - t.cap });
+  return table;
 }

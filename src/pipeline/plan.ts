@@ -34,42 +34,7 @@ export interface PlanResult extends LoadedManifest {
 
 export async function plan(options: PlanOptions): Promise<PlanResult> {
   const call = options.signal ? { signal: options.signal } : {};
-  let speechPrice: PlanResult["speechPrice"] = { value: null, source: "unknown", countedChars: 0 };
-  let balance: PointsSummary | undefined;
-  const serviceProblems: Problem[] = [];
-  const optionProblems: Problem[] = [];
-  if (options.clients) {
-    const [pricing, summary] = await Promise.all([
-      options.clients.speech.pricing(call),
-      options.clients.video.pointsSummary(call),
-    ]);
-    balance = summary;
-    try {
-      speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
-    } catch (error) {
-      if (!(error instanceof PriceError)) throw error;
-      serviceProblems.push({
-        severity: "error",
-        file: options.manifest,
-        line: 0,
-        field: "",
-        message: error.message,
-      });
-    }
-  } else if (options.speechPrice !== undefined) {
-    if (Number.isFinite(options.speechPrice) && options.speechPrice >= 0) {
-      speechPrice = { value: options.speechPrice, source: "option", countedChars: 0 };
-    } else {
-      optionProblems.push({
-        severity: "error",
-        file: "--speech-price",
-        line: 0,
-        field: "",
-        message: `expected points per 10 counted characters (a number >= 0), got ${options.speechPrice}`,
-      });
-    }
-  }
-
+  const { speechPrice, balance, serviceProblems, optionProblems } = await readPrices(options, call);
   const price = speechPrice.value;
   const loaded = options.loaded
     ? priced(options.loaded, price)
@@ -79,16 +44,9 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
       });
   const errors = [...optionProblems, ...loaded.errors];
   let omittedErrors = loaded.omitted?.errors ?? 0;
-  // Kept as the manifest's own problems are (a bounded list and a count): one unknown voice in a
-  // 200,000-row CSV must not become 200,000 errors.
-  const add = (found: readonly Problem[]) => {
-    for (const p of found) {
-      if (errors.length < KEPT_PROBLEMS) errors.push(p);
-      else omittedErrors += 1;
-    }
-  };
   if (options.clients && loaded.manifest) {
-    add(
+    omittedErrors += keepBounded(
+      errors,
       await serviceChecks(
         loaded.jobs,
         loaded.manifest.skills.map((s) => s.name),
@@ -98,31 +56,13 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     );
   }
   const lines = loaded.jobs.filter((j) => j.kind === "speech");
-  if (lines.length > 0) add(serviceProblems);
+  if (lines.length > 0) omittedErrors += keepBounded(errors, serviceProblems);
 
-  let video = 0;
-  let speech: number | null = 0;
-  const byResolution: PlanResult["byResolution"] = {};
-  for (const job of loaded.jobs) {
-    if (job.kind === "video") {
-      video += job.points ?? 0;
-      const entry = byResolution[job.tier] ?? { jobs: 0, points: 0 };
-      byResolution[job.tier] = entry;
-      entry.jobs += 1;
-      entry.points += job.points ?? 0;
-    } else {
-      speechPrice.countedChars += job.countedChars;
-      speech = job.points === null || speech === null ? null : speech + job.points;
-    }
-  }
+  const { video, speech, byResolution, countedChars } = tally(loaded.jobs);
+  speechPrice.countedChars += countedChars;
   const total = speech === null ? null : video + speech;
   const budget = loaded.manifest?.maxPoints;
-  let fits: boolean | undefined;
-  if (total !== null && (balance !== undefined || budget !== undefined)) {
-    fits =
-      (balance === undefined || total <= balance.available_points) &&
-      (budget === undefined || total <= budget);
-  }
+  const fits = fitsIn(total, balance, budget);
   const omitted =
     omittedErrors + (loaded.omitted?.warnings ?? 0) > 0
       ? { omitted: { errors: omittedErrors, warnings: loaded.omitted?.warnings ?? 0 } }
@@ -139,6 +79,107 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     ...(budget !== undefined ? { budget } : {}),
     ...(fits !== undefined ? { fits } : {}),
   };
+}
+
+interface Prices {
+  speechPrice: PlanResult["speechPrice"];
+  balance: PointsSummary | undefined;
+  /** A price the service gave that cannot be used: a problem only for a manifest with lines. */
+  serviceProblems: Problem[];
+  optionProblems: Problem[];
+}
+
+/** The speech price and the balance: from the services when reachable, else `--speech-price`. */
+async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }): Promise<Prices> {
+  const prices: Prices = {
+    speechPrice: { value: null, source: "unknown", countedChars: 0 },
+    balance: undefined,
+    serviceProblems: [],
+    optionProblems: [],
+  };
+  if (options.clients) {
+    const [pricing, summary] = await Promise.all([
+      options.clients.speech.pricing(call),
+      options.clients.video.pointsSummary(call),
+    ]);
+    prices.balance = summary;
+    try {
+      prices.speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
+    } catch (error) {
+      if (!(error instanceof PriceError)) throw error;
+      prices.serviceProblems.push({
+        severity: "error",
+        file: options.manifest,
+        line: 0,
+        field: "",
+        message: error.message,
+      });
+    }
+  } else if (options.speechPrice !== undefined) {
+    if (Number.isFinite(options.speechPrice) && options.speechPrice >= 0) {
+      prices.speechPrice = { value: options.speechPrice, source: "option", countedChars: 0 };
+    } else {
+      prices.optionProblems.push({
+        severity: "error",
+        file: "--speech-price",
+        line: 0,
+        field: "",
+        message: `expected points per 10 counted characters (a number >= 0), got ${options.speechPrice}`,
+      });
+    }
+  }
+  return prices;
+}
+
+/**
+ * Adds `found` to `errors`, kept as the manifest's own problems are (a bounded list and a count):
+ * one unknown voice in a 200,000-row CSV must not become 200,000 errors. Returns how many were left out.
+ */
+function keepBounded(errors: Problem[], found: readonly Problem[]): number {
+  let omitted = 0;
+  for (const p of found) {
+    if (errors.length < KEPT_PROBLEMS) errors.push(p);
+    else omitted += 1;
+  }
+  return omitted;
+}
+
+/** The points of the jobs, by kind and by video resolution; speech is null when a line has no price. */
+function tally(jobs: readonly Job[]): {
+  video: number;
+  speech: number | null;
+  byResolution: PlanResult["byResolution"];
+  countedChars: number;
+} {
+  let video = 0;
+  let speech: number | null = 0;
+  let countedChars = 0;
+  const byResolution: PlanResult["byResolution"] = {};
+  for (const job of jobs) {
+    if (job.kind === "video") {
+      video += job.points ?? 0;
+      const entry = byResolution[job.tier] ?? { jobs: 0, points: 0 };
+      byResolution[job.tier] = entry;
+      entry.jobs += 1;
+      entry.points += job.points ?? 0;
+    } else {
+      countedChars += job.countedChars;
+      speech = job.points === null || speech === null ? null : speech + job.points;
+    }
+  }
+  return { video, speech, byResolution, countedChars };
+}
+
+/** Whether `total` fits both the balance and the budget; undefined when neither is known, or no total. */
+function fitsIn(
+  total: number | null,
+  balance: PointsSummary | undefined,
+  budget: number | undefined,
+): boolean | undefined {
+  if (total === null || (balance === undefined && budget === undefined)) return undefined;
+  return (
+    (balance === undefined || total <= balance.available_points) && (budget === undefined || total <= budget)
+  );
 }
 
 /** A manifest loaded without a speech price, with its lines priced now. */

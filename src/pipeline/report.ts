@@ -154,58 +154,100 @@ export function buildReport(input: ReportInput): Report {
   const finishedAt = input.interrupted ? null : (state.run?.finished_at ?? new Date().toISOString());
   const parsedEnd = finishedAt !== null ? Date.parse(finishedAt) : Number.NaN;
   const endMs = Number.isFinite(parsedEnd) ? parsedEnd : Date.now();
-  const jobs: ReportJob[] = input.jobs.map((planned) => {
-    const st = state.jobs[planned.id];
-    const status = statusOf(st);
-    const attempts = st?.attempts.filter((a) => a.campaign === campaign) ?? [];
-    const last = st?.attempts.at(-1);
-    // A job in flight can carry a problem (a task that could not be read) without having ended.
-    const lastError = st?.error ?? (st && !openAttempt(st) ? attempts.at(-1)?.error : undefined);
-    const replayed = attempts.some((a) => a.replayed);
-    const hasOutput = (status === "succeeded" || status === "skipped") && st?.output !== undefined;
-    const delivered =
-      hasOutput && st?.output?.resolution !== undefined ? short(st.output.resolution) : undefined;
-    const requested = planned.kind === "video" ? planned.tier : undefined;
-    const warnings =
-      requested !== undefined && delivered !== undefined && delivered !== requested
-        ? [resolutionWarning(requested, delivered)]
-        : [];
-    return {
-      id: planned.id,
-      kind: planned.kind,
-      status,
-      task_id: last?.taskId ?? null,
-      attempts: attempts.length,
-      // Failed and cancelled attempts are released, so they add 0; a reused result costs nothing now,
-      // but a job this campaign paid for counts even when the store turned out to hold its result.
-      points: st ? spentPoints(st, campaign) : 0,
-      // Read from state when the manifest was loaded offline (status, report: no speech price).
-      estimated_points: planned.points ?? (st?.fingerprint === planned.fingerprint ? st.estimate : null),
-      fingerprint: planned.fingerprint,
-      output:
-        hasOutput && st?.output
-          ? {
-              uri: st.output.uri,
-              bytes: st.output.bytes,
-              sha256: st.output.sha256,
-              ...(delivered !== undefined ? { resolution: delivered } : {}),
-            }
-          : null,
-      error:
-        status === "failed" || status === "cancelled" || (status === "pending" && lastError)
-          ? (lastError ?? null)
-          : null,
-      source: `${planned.file}:${planned.line}`,
-      elapsed_seconds: seconds(elapsedMs(st, campaign, status, endMs)),
-      ...(requested !== undefined ? { requested_resolution: requested } : {}),
-      ...(status === "pending" ? { stage: stageOf(st) } : {}),
-      ...(warnings.length > 0 ? { warnings } : {}),
-      ...(replayed ? { replayed: true as const } : {}),
-    };
-  });
-  // Rows removed from the manifest whose tasks this campaign paid for (or still follows): listed,
-  // as cancelled, so that points.spent stays the sum of the jobs and equal to the balance drop.
+  const jobs: ReportJob[] = input.jobs.map((planned) =>
+    plannedJob(planned, state.jobs[planned.id], campaign, endMs),
+  );
   const planned = new Set(input.jobs.map((j) => j.id));
+  addRemovedJobs(jobs, state, planned, campaign, endMs);
+  const counts = countJobs(jobs);
+  const status = runStatus(input, jobs, planned);
+  // Messages come from the services: whatever they echo, the reports never carry a secret.
+  return redactDeep<Report>({
+    run: {
+      name: input.name,
+      manifest: input.manifest,
+      status,
+      started_at: state.run?.started_at ?? new Date().toISOString(),
+      finished_at: finishedAt,
+      id: state.run?.id ?? "",
+      ...(input.selected ? { only: [...input.selected] } : {}),
+      ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}),
+      ...(input.stopMessage ? { stop_message: input.stopMessage } : {}),
+    },
+    points: {
+      estimated: jobs.reduce((sum, j) => sum + (j.status === "skipped" ? 0 : (j.estimated_points ?? 0)), 0),
+      spent: jobs.reduce((sum, j) => sum + j.points, 0),
+      balance_before: state.balance_before ?? null,
+      balance_after: input.balanceAfter ?? state.run?.balance_after ?? null,
+    },
+    counts,
+    jobs,
+    ...(input.note ? { note: input.note } : {}),
+  });
+}
+
+/** The row of a job of the manifest, as the state (`st`) has it in this campaign. */
+function plannedJob(planned: Job, st: JobState | undefined, campaign: number, endMs: number): ReportJob {
+  const status = statusOf(st);
+  const attempts = st?.attempts.filter((a) => a.campaign === campaign) ?? [];
+  const last = st?.attempts.at(-1);
+  // A job in flight can carry a problem (a task that could not be read) without having ended.
+  const lastError = st?.error ?? (st && !openAttempt(st) ? attempts.at(-1)?.error : undefined);
+  const replayed = attempts.some((a) => a.replayed);
+  const hasOutput = (status === "succeeded" || status === "skipped") && st?.output !== undefined;
+  const delivered =
+    hasOutput && st?.output?.resolution !== undefined ? short(st.output.resolution) : undefined;
+  const requested = planned.kind === "video" ? planned.tier : undefined;
+  const warnings =
+    requested !== undefined && delivered !== undefined && delivered !== requested
+      ? [resolutionWarning(requested, delivered)]
+      : [];
+  return {
+    id: planned.id,
+    kind: planned.kind,
+    status,
+    task_id: last?.taskId ?? null,
+    attempts: attempts.length,
+    // Failed and cancelled attempts are released, so they add 0; a reused result costs nothing now,
+    // but a job this campaign paid for counts even when the store turned out to hold its result.
+    points: st ? spentPoints(st, campaign) : 0,
+    // Read from state when the manifest was loaded offline (status, report: no speech price).
+    estimated_points: planned.points ?? (st?.fingerprint === planned.fingerprint ? st.estimate : null),
+    fingerprint: planned.fingerprint,
+    output:
+      hasOutput && st?.output
+        ? {
+            uri: st.output.uri,
+            bytes: st.output.bytes,
+            sha256: st.output.sha256,
+            ...(delivered !== undefined ? { resolution: delivered } : {}),
+          }
+        : null,
+    error:
+      status === "failed" || status === "cancelled" || (status === "pending" && lastError)
+        ? (lastError ?? null)
+        : null,
+    source: `${planned.file}:${planned.line}`,
+    elapsed_seconds: seconds(elapsedMs(st, campaign, status, endMs)),
+    ...(requested !== undefined ? { requested_resolution: requested } : {}),
+    ...(status === "pending" ? { stage: stageOf(st) } : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
+    ...(replayed ? { replayed: true as const } : {}),
+  };
+}
+
+/**
+ * Rows removed from the manifest whose tasks this campaign paid for (or still follows): listed,
+ * as cancelled, so that points.spent stays the sum of the jobs and equal to the balance drop.
+ * Pushed onto `jobs` one by one: there can be as many as the jobs, too many to spread.
+ */
+function addRemovedJobs(
+  jobs: ReportJob[],
+  state: RunState,
+  planned: ReadonlySet<string>,
+  campaign: number,
+  endMs: number,
+): void {
   for (const st of Object.values(state.jobs)) {
     if (planned.has(st.id)) continue;
     const points = spentPoints(st, campaign);
@@ -231,8 +273,11 @@ export function buildReport(input: ReportInput): Report {
       elapsed_seconds: seconds(elapsedMs(st, campaign, "cancelled", endMs)),
     });
   }
+}
+
+function countJobs(jobs: readonly ReportJob[]): Report["counts"] {
   const count = (s: ReportJobStatus) => jobs.filter((j) => j.status === s).length;
-  const counts = {
+  return {
     total: jobs.length,
     succeeded: count("succeeded"),
     failed: count("failed"),
@@ -240,40 +285,24 @@ export function buildReport(input: ReportInput): Report {
     skipped: count("skipped"),
     pending: count("pending"),
   };
+}
+
+/** The run's status is about the manifest's jobs (or those of --only), not rows removed from it. */
+function runStatus(
+  input: ReportInput,
+  jobs: readonly ReportJob[],
+  planned: ReadonlySet<string>,
+): Report["run"]["status"] {
   const selected = input.selected ? new Set(input.selected) : undefined;
-  // The run's status is about the manifest's jobs (or those of --only), not rows removed from it.
   const considered = jobs.filter((j) => (selected ? selected.has(j.id) : planned.has(j.id)));
   const done = considered.filter((j) => j.status === "succeeded" || j.status === "skipped").length;
-  const status: Report["run"]["status"] = input.interrupted
+  return input.interrupted
     ? "interrupted"
     : done === considered.length
       ? "succeeded"
       : done === 0
         ? "failed"
         : "partial";
-  // Messages come from the services: whatever they echo, the reports never carry a secret.
-  return redactDeep<Report>({
-    run: {
-      name: input.name,
-      manifest: input.manifest,
-      status,
-      started_at: state.run?.started_at ?? new Date().toISOString(),
-      finished_at: finishedAt,
-      id: state.run?.id ?? "",
-      ...(input.selected ? { only: [...input.selected] } : {}),
-      ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}),
-      ...(input.stopMessage ? { stop_message: input.stopMessage } : {}),
-    },
-    points: {
-      estimated: jobs.reduce((sum, j) => sum + (j.status === "skipped" ? 0 : (j.estimated_points ?? 0)), 0),
-      spent: jobs.reduce((sum, j) => sum + j.points, 0),
-      balance_before: state.balance_before ?? null,
-      balance_after: input.balanceAfter ?? state.run?.balance_after ?? null,
-    },
-    counts,
-    jobs,
-    ...(input.note ? { note: input.note } : {}),
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
