@@ -344,19 +344,16 @@ async function createInPlace(path: string, owner: LockOwner): Promise<boolean> {
 }
 
 /** Takes the claim on one stale generation; false while another process holds it. */
-async function claim(path: string, leaseMs: number): Promise<boolean> {
+async function claim(path: string, leaseMs: number, me: LockOwner): Promise<boolean> {
   for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      await (await open(path, "wx")).close();
-      return true;
-    } catch (error) {
-      if (code(error) !== "EEXIST") throw error;
-    }
-    // A claim lives for milliseconds; one older than the lease belongs to a taker that died. Two
-    // takers removing the same dead claim at once may both hold it; then only the generation check
-    // after the rename below keeps them apart, as it would without claims.
-    const info = await stat(path).catch(() => undefined);
-    if (info && Date.now() - info.mtimeMs <= leaseMs) return false;
+    // The claim names its taker, as the lock does: a taker killed mid-takeover is seen to be dead.
+    if (await create(path, me)) return true;
+    // A claim lives for milliseconds; one older than the lease, or whose taker is a dead process of
+    // this host, belongs to a taker that died (a kill loop meets it). Two takers removing the same
+    // dead claim at once may both hold it; then only the generation check after the rename below
+    // keeps them apart, as it would without claims.
+    const seen = await look(path).catch(() => undefined);
+    if (seen && !staleness(seen, leaseMs, Date.now())) return false;
     await unlink(path).catch(() => undefined);
   }
   return false;
@@ -370,11 +367,12 @@ async function claim(path: string, leaseMs: number): Promise<boolean> {
 async function remove(
   path: string,
   seen: Seen,
-  instance: string,
+  me: LockOwner,
   leaseMs: number,
 ): Promise<"removed" | "changed" | "busy"> {
+  const instance = me.instance as string;
   const claimPath = `${path}.takeover-${seen.generation.replace(/[^\w-]/g, "_")}`;
-  if (!(await claim(claimPath, leaseMs))) return "busy";
+  if (!(await claim(claimPath, leaseMs, me))) return "busy";
   try {
     // Under the claim no other taker moves this generation; its holder may still have refreshed it.
     const now = await look(path);
@@ -486,7 +484,7 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
         else throw new LockHeldError(path, seen.owner, 0, leaseMs);
       }
       if (!reason) throw new LockHeldError(path, seen.owner, now - seen.mtimeMs, leaseMs);
-      const outcome = await remove(path, seen, instance, leaseMs);
+      const outcome = await remove(path, seen, me, leaseMs);
       takingOver = outcome === "busy";
       if (takingOver) break;
       if (outcome === "removed") {

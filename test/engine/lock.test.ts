@@ -133,6 +133,18 @@ describe("acquireLock", () => {
     await lock.release();
   });
 
+  it("a taker killed mid-takeover leaves a claim naming a dead process: the next run takes over at once", async () => {
+    const path = await tmp();
+    const dead = { pid: deadPid(), host: hostname(), started_at: "x", instance: "gone" };
+    await plant(path, dead, 0);
+    // The claim the killed taker held on that generation, fresh.
+    await plant(`${path}.takeover-gone`, { ...dead, instance: "taker" }, 0);
+    const lock = await acquireLock(path, { leaseMs: 30_000, heartbeatMs: 1_000 });
+    expect(lock.replaced).toMatchObject({ kind: "stale", owner: { instance: "gone" } });
+    await lock.release();
+    expect(await readdir(dirname(path))).toEqual([]);
+  });
+
   it("with wait: a killed container's fresh lock is watched and taken over once its lease runs out", async () => {
     const path = await tmp();
     await plant(path, { ...CONTAINER, instance: "killed" }, 200);
