@@ -535,11 +535,35 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
   need(hdlr, 12, `${where}/mdia`, "the handler type");
   const handler = buf.toString("latin1", hdlr.payload + 8, hdlr.payload + 12);
 
-  // stts: the real duration, whatever the headers say.
-  const stts = only(tables, "stts", stblWhere, base);
-  need(stts, 8, stblWhere, "the entry count");
+  const times = readTimeToSample(buf, only(tables, "stts", stblWhere, base), stblWhere);
+  const sizes = readSampleSizes(buf, tables, stblWhere);
+  if (times.samples !== sizes.count) {
+    throw new MediaCheckError(
+      `${stblWhere}: the time table (stts) covers ${n(times.samples)} samples, the size table lists ${n(sizes.count)}`,
+    );
+  }
+  const { chunkCount, chunkOffset } = readChunkOffsets(buf, tables, stblWhere);
+  const stsc = only(tables, "stsc", stblWhere, base);
+  const runs = readChunkMap(buf, stsc, stblWhere, chunkCount, sizes.count);
+  const { uniform, sampleSize } = sizes;
+  return {
+    index,
+    handler,
+    timescale,
+    ticks: times.ticks,
+    uniform,
+    sampleSize,
+    chunkCount,
+    chunkOffset,
+    runs,
+  };
+}
+
+/** stts: the real duration, whatever the headers say. */
+function readTimeToSample(buf: Buffer, stts: Child, where: string): { ticks: number; samples: number } {
+  need(stts, 8, where, "the entry count");
   const sttsCount = buf.readUInt32BE(stts.payload + 4);
-  need(stts, 8 + sttsCount * 8, stblWhere, `${n(sttsCount)} entries`);
+  need(stts, 8 + sttsCount * 8, where, `${n(sttsCount)} entries`);
   let ticks = 0;
   let timedSamples = 0;
   for (let e = 0; e < sttsCount; e++) {
@@ -547,12 +571,20 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
     ticks += count * buf.readUInt32BE(stts.payload + 12 + e * 8);
     timedSamples += count;
   }
+  return { ticks, samples: timedSamples };
+}
 
+/** stsz or stz2: the sample count, and each sample's size read in place from the moov buffer. */
+function readSampleSizes(
+  buf: Buffer,
+  tables: Child[],
+  where: string,
+): { count: number; uniform: number | undefined; sampleSize: (i: number) => number } {
   const sizes = tables.filter((c) => c.type === "stsz" || c.type === "stz2");
   if (sizes.length !== 1)
-    throw new MediaCheckError(`${stblWhere}: ${sizes.length} sample size boxes (stsz/stz2)`);
+    throw new MediaCheckError(`${where}: ${sizes.length} sample size boxes (stsz/stz2)`);
   const sz = sizes[0] as Child;
-  need(sz, 12, stblWhere, "the sample count");
+  need(sz, 12, where, "the sample count");
   const sampleCount = buf.readUInt32BE(sz.payload + 8);
   let sampleSize: (i: number) => number;
   let uniform: number | undefined;
@@ -562,15 +594,15 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
       uniform = size;
       sampleSize = () => size;
     } else {
-      need(sz, 12 + sampleCount * 4, stblWhere, `${n(sampleCount)} sample sizes`);
+      need(sz, 12 + sampleCount * 4, where, `${n(sampleCount)} sample sizes`);
       sampleSize = (i) => buf.readUInt32BE(sz.payload + 12 + i * 4);
     }
   } else {
     const field = buf[sz.payload + 7] ?? 0;
     if (field !== 4 && field !== 8 && field !== 16) {
-      throw new MediaCheckError(`${stblWhere}/stz2: field size ${field} (4, 8 or 16 expected)`);
+      throw new MediaCheckError(`${where}/stz2: field size ${field} (4, 8 or 16 expected)`);
     }
-    need(sz, 12 + Math.ceil((sampleCount * field) / 8), stblWhere, `${n(sampleCount)} sample sizes`);
+    need(sz, 12 + Math.ceil((sampleCount * field) / 8), where, `${n(sampleCount)} sample sizes`);
     const at = sz.payload + 12;
     sampleSize =
       field === 16
@@ -579,29 +611,41 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
           ? (i) => buf[at + i] ?? 0
           : (i) => ((buf[at + (i >> 1)] ?? 0) >> (i & 1 ? 0 : 4)) & 0xf;
   }
-  if (timedSamples !== sampleCount) {
-    throw new MediaCheckError(
-      `${stblWhere}: the time table (stts) covers ${n(timedSamples)} samples, the size table lists ${n(sampleCount)}`,
-    );
-  }
+  return { count: sampleCount, uniform, sampleSize };
+}
 
+/** stco or co64: where each chunk starts in the file. */
+function readChunkOffsets(
+  buf: Buffer,
+  tables: Child[],
+  where: string,
+): { chunkCount: number; chunkOffset: (i: number) => number } {
   const offsets = tables.filter((c) => c.type === "stco" || c.type === "co64");
   if (offsets.length !== 1) {
-    throw new MediaCheckError(`${stblWhere}: ${offsets.length} chunk offset boxes (stco/co64)`);
+    throw new MediaCheckError(`${where}: ${offsets.length} chunk offset boxes (stco/co64)`);
   }
   const co = offsets[0] as Child;
-  need(co, 8, stblWhere, "the entry count");
+  need(co, 8, where, "the entry count");
   const chunkCount = buf.readUInt32BE(co.payload + 4);
   const wide = co.type === "co64";
-  need(co, 8 + chunkCount * (wide ? 8 : 4), stblWhere, `${n(chunkCount)} chunk offsets`);
+  need(co, 8 + chunkCount * (wide ? 8 : 4), where, `${n(chunkCount)} chunk offsets`);
   const chunkOffset = wide
     ? (i: number) => Number(buf.readBigUInt64BE(co.payload + 8 + i * 8))
     : (i: number) => buf.readUInt32BE(co.payload + 8 + i * 4);
+  return { chunkCount, chunkOffset };
+}
 
-  const stsc = only(tables, "stsc", stblWhere, base);
-  need(stsc, 8, stblWhere, "the entry count");
+/** stsc: the runs of chunks with the same number of samples; they must place every sample once. */
+function readChunkMap(
+  buf: Buffer,
+  stsc: Child,
+  where: string,
+  chunkCount: number,
+  sampleCount: number,
+): Track["runs"] {
+  need(stsc, 8, where, "the entry count");
   const stscCount = buf.readUInt32BE(stsc.payload + 4);
-  need(stsc, 8 + stscCount * 12, stblWhere, `${n(stscCount)} entries`);
+  need(stsc, 8 + stscCount * 12, where, `${n(stscCount)} entries`);
   const runs: Track["runs"] = [];
   let mapped = 0;
   for (let e = 0; e < stscCount; e++) {
@@ -610,7 +654,7 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
     const previous = runs[runs.length - 1];
     if (e === 0 ? firstChunk !== 1 : firstChunk <= (previous?.firstChunk ?? 0) || firstChunk > chunkCount) {
       throw new MediaCheckError(
-        `${stblWhere}/stsc: entry ${e + 1} starts at chunk ${n(firstChunk)} (chunks run 1..${n(chunkCount)}, in order, from 1)`,
+        `${where}/stsc: entry ${e + 1} starts at chunk ${n(firstChunk)} (chunks run 1..${n(chunkCount)}, in order, from 1)`,
       );
     }
     if (previous) mapped += (firstChunk - previous.firstChunk) * previous.perChunk;
@@ -620,10 +664,10 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
   if (last) mapped += (chunkCount - last.firstChunk + 1) * last.perChunk;
   if (mapped !== sampleCount || (chunkCount > 0 && runs.length === 0)) {
     throw new MediaCheckError(
-      `${stblWhere}: the chunk map (stsc over ${n(chunkCount)} chunks) places ${n(mapped)} samples, the size table lists ${n(sampleCount)}`,
+      `${where}: the chunk map (stsc over ${n(chunkCount)} chunks) places ${n(mapped)} samples, the size table lists ${n(sampleCount)}`,
     );
   }
-  return { index, handler, timescale, ticks, uniform, sampleSize, chunkCount, chunkOffset, runs };
+  return runs;
 }
 
 /** Every chunk of samples must lie inside the received file and inside one mdat payload. */

@@ -177,7 +177,36 @@ function attempt(job: JobState | undefined, n: number): Attempt | undefined {
   return job?.attempts.find((a) => a.n === n);
 }
 
+type RecordOf<T extends RunRecord["t"]> = Extract<RunRecord, { t: T }>;
+type RunLevelRecord = RecordOf<"run" | "fresh" | "finish" | "voice" | "skill" | "balance">;
+type AttemptRecord = RecordOf<"intent" | "withdrawn" | "reserve" | "created" | "task" | "settled">;
+type JobRecord = Exclude<RunRecord, RunLevelRecord | AttemptRecord>;
+
 export function applyRecord(state: RunState, r: RunRecord): void {
+  switch (r.t) {
+    case "run":
+    case "fresh":
+    case "finish":
+    case "voice":
+    case "skill":
+    case "balance":
+      applyRunRecord(state, r);
+      break;
+    case "intent":
+    case "withdrawn":
+    case "reserve":
+    case "created":
+    case "task":
+    case "settled":
+      applyAttemptRecord(state, r);
+      break;
+    default:
+      applyJobRecord(state, r);
+  }
+}
+
+/** Records about the run and the account: campaigns, epochs, voices, skills, the balance. */
+function applyRunRecord(state: RunState, r: RunLevelRecord): void {
   switch (r.t) {
     case "run":
       // A resumed run continues the campaign (and its start time); a new one starts it.
@@ -207,32 +236,28 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       }
       state.campaign += 1;
       break;
-    case "job": {
-      const existing = state.jobs[r.id];
-      if (existing && existing.fingerprint === r.fingerprint) {
-        existing.estimate = r.estimate;
-        break;
-      }
-      // New, or edited: an edited job starts over (its old output stays recorded until replaced).
-      // What its earlier version spent in this campaign stays counted: the points are gone.
-      const carried = existing ? spentPoints(existing, state.campaign) : 0;
-      // A task still running for the old version is not forgotten: it is followed and settled.
-      const open = existing
-        ? [...(existing.previous ?? []), ...existing.attempts].filter((a) => a.spent === undefined)
-        : [];
-      state.jobs[r.id] = {
-        id: r.id,
-        kind: r.kind,
-        fingerprint: r.fingerprint,
-        estimate: r.estimate,
-        status: "pending",
-        attempts: [],
-        ...(existing?.output ? { output: existing.output } : {}),
-        ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
-        ...(open.length > 0 ? { previous: open } : {}),
+    case "voice":
+      state.voices[r.hash] = {
+        ...state.voices[r.hash],
+        ...(r.asset_id ? { asset_id: r.asset_id } : {}),
+        ...(r.voice_id ? { voice_id: r.voice_id } : {}),
       };
       break;
-    }
+    case "skill":
+      state.skills[r.name] = { id: r.id, sha256: r.sha256 };
+      break;
+    case "balance":
+      state.balance_before ??= r.available;
+      break;
+  }
+}
+
+/** Records about a job as a whole: its version, and the ends that do not come from an attempt. */
+function applyJobRecord(state: RunState, r: JobRecord): void {
+  switch (r.t) {
+    case "job":
+      declareJob(state, r);
+      break;
     case "skip": {
       const job = state.jobs[r.id];
       if (job) {
@@ -241,6 +266,65 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       }
       break;
     }
+    case "problem": {
+      const job = state.jobs[r.id];
+      if (job) job.error = r.error;
+      break;
+    }
+    case "stored": {
+      const job = state.jobs[r.id];
+      if (job) {
+        job.output = r.output;
+        job.status = "stored";
+        delete job.error;
+      }
+      break;
+    }
+    case "failed": {
+      const job = state.jobs[r.id];
+      if (job) {
+        job.status = "failed";
+        job.error = r.error;
+      }
+      break;
+    }
+    case "cancelled": {
+      const job = state.jobs[r.id];
+      if (job) job.status = "cancelled";
+      break;
+    }
+  }
+}
+
+function declareJob(state: RunState, r: RecordOf<"job">): void {
+  const existing = state.jobs[r.id];
+  if (existing && existing.fingerprint === r.fingerprint) {
+    existing.estimate = r.estimate;
+    return;
+  }
+  // New, or edited: an edited job starts over (its old output stays recorded until replaced).
+  // What its earlier version spent in this campaign stays counted: the points are gone.
+  const carried = existing ? spentPoints(existing, state.campaign) : 0;
+  // A task still running for the old version is not forgotten: it is followed and settled.
+  const open = existing
+    ? [...(existing.previous ?? []), ...existing.attempts].filter((a) => a.spent === undefined)
+    : [];
+  state.jobs[r.id] = {
+    id: r.id,
+    kind: r.kind,
+    fingerprint: r.fingerprint,
+    estimate: r.estimate,
+    status: "pending",
+    attempts: [],
+    ...(existing?.output ? { output: existing.output } : {}),
+    ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
+    ...(open.length > 0 ? { previous: open } : {}),
+  };
+}
+
+/** Records of one attempt's life: intent, created, task status, settled (or withdrawn). */
+function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
+  switch (r.t) {
     case "intent": {
       const job = state.jobs[r.id];
       if (!job) break;
@@ -286,69 +370,30 @@ export function applyRecord(state: RunState, r: RunRecord): void {
       if (job && job.status === "running") delete job.error;
       break;
     }
-    case "problem": {
-      const job = state.jobs[r.id];
-      if (job) job.error = r.error;
-      break;
-    }
-    case "settled": {
-      const job = state.jobs[r.id];
-      const a = r.previous
-        ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined)
-        : attempt(job, r.n);
-      if (a) {
-        a.spent = r.spent;
-        a.settledIn = state.campaign;
-        if (r.error) a.error = r.error;
-        if (r.replayed) a.replayed = true;
-        if (r.at !== undefined) a.endedAt = r.at;
-      }
-      if (!job || r.previous) break;
-      if (r.fate) {
-        job.status = r.fate;
-        if (r.error) job.error = r.error;
-        break;
-      }
-      // An attempt that ended in error leaves the job to be retried, failed or resumed by the runner.
-      job.status = !r.error && a?.taskStatus === "succeeded" ? "collecting" : "pending";
-      break;
-    }
-    case "stored": {
-      const job = state.jobs[r.id];
-      if (job) {
-        job.output = r.output;
-        job.status = "stored";
-        delete job.error;
-      }
-      break;
-    }
-    case "failed": {
-      const job = state.jobs[r.id];
-      if (job) {
-        job.status = "failed";
-        job.error = r.error;
-      }
-      break;
-    }
-    case "cancelled": {
-      const job = state.jobs[r.id];
-      if (job) job.status = "cancelled";
-      break;
-    }
-    case "voice":
-      state.voices[r.hash] = {
-        ...state.voices[r.hash],
-        ...(r.asset_id ? { asset_id: r.asset_id } : {}),
-        ...(r.voice_id ? { voice_id: r.voice_id } : {}),
-      };
-      break;
-    case "skill":
-      state.skills[r.name] = { id: r.id, sha256: r.sha256 };
-      break;
-    case "balance":
-      state.balance_before ??= r.available;
+    case "settled":
+      settleAttempt(state, r);
       break;
   }
+}
+
+function settleAttempt(state: RunState, r: RecordOf<"settled">): void {
+  const job = state.jobs[r.id];
+  const a = r.previous ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined) : attempt(job, r.n);
+  if (a) {
+    a.spent = r.spent;
+    a.settledIn = state.campaign;
+    if (r.error) a.error = r.error;
+    if (r.replayed) a.replayed = true;
+    if (r.at !== undefined) a.endedAt = r.at;
+  }
+  if (!job || r.previous) return;
+  if (r.fate) {
+    job.status = r.fate;
+    if (r.error) job.error = r.error;
+    return;
+  }
+  // An attempt that ended in error leaves the job to be retried, failed or resumed by the runner.
+  job.status = !r.error && a?.taskStatus === "succeeded" ? "collecting" : "pending";
 }
 
 /**

@@ -35,7 +35,8 @@ import {
   sha256File,
 } from "./materials.js";
 import { didYouMean, type Problems, quoted } from "./problems.js";
-import { displayPath, type RawManifest, type RawRow } from "./source.js";
+import type { RawRow } from "./rows.js";
+import { displayPath, type RawManifest } from "./source.js";
 import { malformedMessage, renderTemplate, type TemplateStore } from "./templates.js";
 
 const stableStringify = configure({ deterministic: true });

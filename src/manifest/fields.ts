@@ -2,7 +2,7 @@
 // values into them. Range and cross-field rules are the services' own (src/api/), applied later.
 import { show } from "../api/common.js";
 import { didYouMean, type Problems, quoted } from "./problems.js";
-import type { Fields, Located, RowKind } from "./source.js";
+import type { Fields, Located, RowKind } from "./rows.js";
 
 type FieldType =
   | "string"

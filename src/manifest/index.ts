@@ -17,7 +17,8 @@ import { checkFolder, FILE_LIMITS, FileError, readRegularFile } from "./files.js
 import { MaterialResolver } from "./materials.js";
 import { outputKey } from "./outputs.js";
 import { type Problem, Problems, quoted } from "./problems.js";
-import { displayPath, type Located, type RawRow, readManifest } from "./source.js";
+import type { Located, RawRow } from "./rows.js";
+import { displayPath, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 
 export type { Job, SkillRef, SpeechJob, VideoJob, VoiceSpec } from "./expand.js";

@@ -19,28 +19,7 @@ import {
 import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
 import { FILE_LIMITS, FileError, type ReadOptions, readTextFile } from "./files.js";
 import { didYouMean, type Problems, quoted } from "./problems.js";
-
-export type RowKind = "shot" | "line";
-
-export interface Located {
-  value: unknown;
-  line: number;
-  /** CSV cells are text and need coercing; YAML values are typed already. */
-  fromCsv: boolean;
-  /** Lines of nested YAML items, by path below the field: `[2]`, `[0].value`. */
-  paths?: Record<string, number>;
-}
-
-export type Fields = Map<string, Located>;
-
-export interface RawRow {
-  kind: RowKind;
-  file: string;
-  line: number;
-  fields: Fields;
-  /** Something of the row could not be read (reported already): it is checked, but makes no job. */
-  unreadable?: boolean;
-}
+import type { Fields, Located, RawRow, RowKind } from "./rows.js";
 
 export interface RawManifest {
   /** Absolute path of the manifest. */
