@@ -81,7 +81,6 @@ export function retryPoliciesFromEnv(env: NodeJS.ProcessEnv): HttpClientOptions[
   return policies;
 }
 
-/** Resolves base URL and key, then opens both clients. Never echoes the key, even when it is wrong. */
 export interface ConnectExtras {
   /** Per-service request limits applied to every API attempt. */
   gate?: RequestGate;
@@ -92,6 +91,7 @@ export interface ConnectExtras {
   allowPrivateUrls?: boolean;
 }
 
+/** Resolves base URL and key, then opens both clients. Never echoes the key, even when it is wrong. */
 export async function connect(
   args: ConnectionArgs,
   env: NodeJS.ProcessEnv,
@@ -113,54 +113,69 @@ export async function connect(
     ...(extras.gate ? { gate: extras.gate } : {}),
     ...(extras.allowPrivateUrls ? { allowPrivateUrls: true } : {}),
   };
-  if (args.sandbox) {
-    const stateFile = extras.sandboxStateFile;
-    if (stateFile) {
-      // The emulator writes its state after every change: a folder it cannot write would turn
-      // every change into a service error.
-      try {
-        await mkdir(dirname(stateFile), { recursive: true });
-      } catch (error) {
-        throw fsExit(error, {
-          action: "create the folder of the sandbox state",
-          path: dirname(stateFile),
-          hint: "pass --sandbox-state FILE in a writable place",
-        });
-      }
-    }
-    const { startSandbox } = await import("../sandbox/index.js");
-    let sandbox: Sandbox;
+  if (args.sandbox) return connectSandbox(extras, common);
+  return connectService(args, env, logger, common);
+}
+
+type CommonOptions = Omit<Parameters<typeof createClients>[0], "baseUrl" | "apiKey">;
+
+/** The in-process emulator, and both clients pointed at it. */
+async function connectSandbox(extras: ConnectExtras, common: CommonOptions): Promise<Connection> {
+  const stateFile = extras.sandboxStateFile;
+  if (stateFile) {
+    // The emulator writes its state after every change: a folder it cannot write would turn
+    // every change into a service error.
     try {
-      sandbox = await startSandbox({
-        port: 0,
-        timeScale: extras.sandboxTimeScale ?? 0.01,
-        keys: [SANDBOX_KEY],
-        // Local trials stage materials on local stores (a MinIO on localhost): let the emulator fetch them.
-        allowPrivateUrls: true,
-        // A fixed secret keeps result URLs signed before a restart valid after it (local use only).
-        ...(stateFile ? { stateFile, secret: "clapper-local-sandbox" } : {}),
-      });
+      await mkdir(dirname(stateFile), { recursive: true });
     } catch (error) {
-      // A state file that cannot be read (not JSON, a folder, no permission) is the user's to fix.
-      if (stateFile) {
-        throw new ExitError(
-          2,
-          `the sandbox state ${stateFile} cannot be used: ${(error as Error).message}; pass another --sandbox-state FILE or remove it`,
-        );
-      }
-      throw error;
+      throw fsExit(error, {
+        action: "create the folder of the sandbox state",
+        path: dirname(stateFile),
+        hint: "pass --sandbox-state FILE in a writable place",
+      });
     }
-    const clients = createClients({ baseUrl: sandbox.url, apiKey: SANDBOX_KEY, ...common });
-    return {
-      ...clients,
-      baseUrl: sandbox.url,
-      sandbox,
-      async close() {
-        await clients.close();
-        await sandbox.close();
-      },
-    };
   }
+  const { startSandbox } = await import("../sandbox/index.js");
+  let sandbox: Sandbox;
+  try {
+    sandbox = await startSandbox({
+      port: 0,
+      timeScale: extras.sandboxTimeScale ?? 0.01,
+      keys: [SANDBOX_KEY],
+      // Local trials stage materials on local stores (a MinIO on localhost): let the emulator fetch them.
+      allowPrivateUrls: true,
+      // A fixed secret keeps result URLs signed before a restart valid after it (local use only).
+      ...(stateFile ? { stateFile, secret: "clapper-local-sandbox" } : {}),
+    });
+  } catch (error) {
+    // A state file that cannot be read (not JSON, a folder, no permission) is the user's to fix.
+    if (stateFile) {
+      throw new ExitError(
+        2,
+        `the sandbox state ${stateFile} cannot be used: ${(error as Error).message}; pass another --sandbox-state FILE or remove it`,
+      );
+    }
+    throw error;
+  }
+  const clients = createClients({ baseUrl: sandbox.url, apiKey: SANDBOX_KEY, ...common });
+  return {
+    ...clients,
+    baseUrl: sandbox.url,
+    sandbox,
+    async close() {
+      await clients.close();
+      await sandbox.close();
+    },
+  };
+}
+
+/** The services at --base-url (or CLAPPER_BASE_URL), with the key checked before any request. */
+async function connectService(
+  args: ConnectionArgs,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+  common: CommonOptions,
+): Promise<Connection> {
   const baseUrl = args["base-url"] ?? env.CLAPPER_BASE_URL;
   if (!baseUrl) {
     throw new ExitError(

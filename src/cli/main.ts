@@ -1,7 +1,8 @@
-// The thin CLI: yargs maps flags (and their CLAPPER_* variables) to options and picks a command;
-// the command's work returns an Outcome. Connections, logging, output and exit codes are handled
-// here and nowhere else: every exit prints one answer (text for people, or exactly one JSON object
-// on stdout with --json), every error is classified once (src/cli/errors.ts).
+// The thin CLI: each command's folder defines its flags and its handler (commands/*/command.ts);
+// this module assembles them under the global options and is the one place that turns what a
+// command ends with into output and an exit code. Connections, logging and signals are set up
+// here too: every exit prints one answer (text for people, or exactly one JSON object on stdout
+// with --json), every error is classified once (src/cli/errors.ts).
 import { readFileSync } from "node:fs";
 import { closest, distance } from "fastest-levenshtein";
 import type { Logger } from "pino";
@@ -9,14 +10,26 @@ import yargs, { type Argv } from "yargs";
 import { redact } from "../api/redact.js";
 import { releaseHeldLocksSync } from "../engine/lock.js";
 import { formatProblems, type Problem } from "../manifest/problems.js";
-import type { SandboxArgs } from "./commands/sandbox/options.js";
-import { sandboxOptions } from "./commands/sandbox/options.js";
-// Loaded on use: the API clients (zod, undici) and the run pipeline are not needed to parse a
-// command line, print help or refuse a flag.
-import type { TaskKind } from "./commands/tasks/index.js";
-import { TASK_STATUSES } from "./commands/tasks/statuses.js";
-import type { ConnectExtras, Connection, ConnectionArgs, connect } from "./config.js";
-import { type Classified, classify, ExitError, fsExit } from "./errors.js";
+import {
+  type Command,
+  type CommandSpec,
+  type GlobalArgs,
+  isGroup,
+  type ParsedArgs,
+  type Runtime,
+} from "./command.js";
+import { balance } from "./commands/balance/command.js";
+import { cancel } from "./commands/cancel/command.js";
+import { plan } from "./commands/plan/command.js";
+import { report } from "./commands/report/command.js";
+import { run } from "./commands/run/command.js";
+import { sandbox } from "./commands/sandbox/command.js";
+import { skills } from "./commands/skills/command.js";
+import { status } from "./commands/status/command.js";
+import { tasks } from "./commands/tasks/command.js";
+import { voices } from "./commands/voices/command.js";
+import type { ConnectExtras } from "./config.js";
+import { type Classified, classify, ExitError } from "./errors.js";
 import {
   createCliLogger,
   defaultLogLevel,
@@ -25,9 +38,64 @@ import {
   type LogFormat,
   type LogLevel,
 } from "./logger.js";
-import { type AddOption, type OptionContext, optionAdder } from "./options.js";
+import { type AddOption, type OptionContext, type OptionSpec, optionAdder } from "./options.js";
 import { inGithubActions, json, type Outcome, workflowCommand } from "./output.js";
-import { parseDeadline, parseMaxFailures } from "./values.js";
+
+/** In the order --help lists them. */
+const COMMANDS: readonly Command[] = [
+  sandbox,
+  plan,
+  run,
+  status,
+  report,
+  cancel,
+  balance,
+  skills,
+  voices,
+  tasks,
+];
+
+const GLOBAL_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
+  ["json", { type: "boolean", default: false, describe: "print one JSON object on stdout (for scripts)" }],
+  [
+    "sandbox",
+    { type: "boolean", default: false, describe: "use an in-process emulator instead of the services" },
+  ],
+  [
+    "sandbox-state",
+    {
+      type: "string",
+      describe:
+        "with --sandbox: the emulator's state file (default for run, plan and cancel: beside the run's state; else none: an empty emulator)",
+    },
+  ],
+  ["base-url", { type: "string", noEnv: true, describe: "service address (default: $CLAPPER_BASE_URL)" }],
+  ["api-key-file", { type: "string", describe: "file holding the API key (default: $CLAPPER_API_KEY)" }],
+  [
+    "timeout",
+    {
+      type: "number",
+      rule: { min: 0, above: true, unit: "seconds" },
+      describe: "seconds per HTTP attempt (default 30)",
+    },
+  ],
+  [
+    "log-level",
+    {
+      type: "choice",
+      choices: LOG_LEVELS,
+      describe: "log level on stderr (default: info for a run's JSON log, else warn)",
+    },
+  ],
+  [
+    "log-format",
+    {
+      type: "choice",
+      choices: LOG_FORMATS,
+      describe: "json: one object per line; pretty: readable lines (default on a terminal)",
+    },
+  ],
+];
 
 interface PackageInfo {
   version: string;
@@ -79,13 +147,6 @@ function shutdownSignal(
   };
 }
 
-interface GlobalArgs extends ConnectionArgs {
-  json: boolean;
-  "log-level"?: LogLevel;
-  "log-format"?: LogFormat;
-  "sandbox-state"?: string;
-}
-
 export interface MainIo {
   env: NodeJS.ProcessEnv;
   /** Results: one call per command, without the trailing newline. */
@@ -97,46 +158,10 @@ export interface MainIo {
   earlySignal?: AbortSignal;
 }
 
-/** What a command needs at run time, made once per invocation. */
-interface Runtime {
-  env: NodeJS.ProcessEnv;
-  signal: AbortSignal;
-  /** The logger of the chosen command, in the format and at the level asked for. */
-  logger(writeLine?: (line: string) => void): Logger;
-  format: LogFormat;
-  /** Opens the services, remembering the address for the messages of failures. */
-  connect: typeof connect;
-  /** Opens the services for a command without a manifest (its sandbox state from --sandbox-state). */
-  services(args: GlobalArgs): Promise<Connection>;
-  /** Prints at once (the sandbox's first line). */
-  print(text: string): void;
-  /** The account commands' modules, loaded for the command chosen. */
-  m: CommandModules;
-  /** The connection's clients, their errors marked with the service they came from. */
-  tagged<T extends Pick<Connection, "video" | "speech">>(conn: T): T;
-}
-
-type CommandModules = typeof import("./commands/balance/index.js") &
-  typeof import("./commands/skills/index.js") &
-  typeof import("./commands/tasks/index.js") &
-  typeof import("./commands/voices/index.js");
-
-async function commandModules(): Promise<CommandModules> {
-  const [balance, skills, tasks, voices] = await Promise.all([
-    import("./commands/balance/index.js"),
-    import("./commands/skills/index.js"),
-    import("./commands/tasks/index.js"),
-    import("./commands/voices/index.js"),
-  ]);
-  return { ...balance, ...skills, ...tasks, ...voices };
-}
-
-type Work = (rt: Runtime) => Promise<Outcome>;
-
 interface Chosen {
   command: string;
-  args: Record<string, unknown>;
-  work: Work;
+  args: ParsedArgs;
+  work: (rt: Runtime) => Promise<Outcome>;
 }
 
 interface Parsed {
@@ -146,35 +171,15 @@ interface Parsed {
 }
 
 /** Every flag and command, and the work each command does; nothing is run while parsing. */
-function buildCli(
-  argv: readonly string[],
-  env: NodeJS.ProcessEnv,
-  choose: (c: Chosen) => void,
-): {
-  cli: Argv;
-  ctx: OptionContext;
-} {
+function buildCli(argv: readonly string[], env: NodeJS.ProcessEnv, choose: (c: Chosen) => void): Argv {
   const ctx: OptionContext = { argv, env, flags: new Set(), envErrors: [] };
-  const option: AddOption = optionAdder(ctx);
-  const pick =
-    <A>(command: string, work: (args: A) => Work, check?: (args: A) => void) =>
-    (args: unknown) => {
-      if (ctx.envErrors[0]) throw ctx.envErrors[0];
-      check?.(args as A);
-      choose({ command, args: args as Record<string, unknown>, work: work(args as A) });
-    };
-  const manifest = <T>(y: Argv<T>) =>
-    y.positional("manifest", { type: "string", demandOption: true, describe: "YAML or CSV manifest" });
-  const state = <T>(y: Argv<T>, what = "read") =>
-    option(y, "state", {
-      type: "string",
-      describe: `the run's state file to ${what} (default: .clapper/NAME/state.jsonl beside the manifest)`,
-    });
-  const output = <T>(y: Argv<T>, what: string) =>
-    option(y, "output", {
-      type: "string",
-      describe: `${what} output folder or s3://bucket/prefix (default: the manifest's output; a folder is relative to the current folder)`,
-    });
+  const option = optionAdder(ctx);
+  const pick = (command: string, spec: CommandSpec<ParsedArgs>) => (parsed: unknown) => {
+    if (ctx.envErrors[0]) throw ctx.envErrors[0];
+    const args = parsed as ParsedArgs;
+    spec.check?.(args);
+    choose({ command, args, work: (rt) => spec.handler(args, rt) });
+  };
 
   let cli = yargs([...argv])
     .scriptName("clapper")
@@ -188,671 +193,52 @@ function buildCli(
         "4 interrupted, 5 locked, 6 unreachable, 70 internal error.",
     )
     .env(false);
-  cli = option(cli, "json", {
-    type: "boolean",
-    default: false,
-    describe: "print one JSON object on stdout (for scripts)",
-  });
-  cli = option(cli, "sandbox", {
-    type: "boolean",
-    default: false,
-    describe: "use an in-process emulator instead of the services",
-  });
-  cli = option(cli, "sandbox-state", {
-    type: "string",
-    describe:
-      "with --sandbox: the emulator's state file (default for run, plan and cancel: beside the run's state; else none: an empty emulator)",
-  });
-  cli = option(cli, "base-url", {
-    type: "string",
-    noEnv: true,
-    describe: "service address (default: $CLAPPER_BASE_URL)",
-  });
-  cli = option(cli, "api-key-file", {
-    type: "string",
-    describe: "file holding the API key (default: $CLAPPER_API_KEY)",
-  });
-  cli = option(cli, "timeout", {
-    type: "number",
-    rule: { min: 0, above: true, unit: "seconds" },
-    describe: "seconds per HTTP attempt (default 30)",
-  });
-  cli = option(cli, "log-level", {
-    type: "choice",
-    choices: LOG_LEVELS,
-    describe: "log level on stderr (default: info for a run's JSON log, else warn)",
-  });
-  cli = option(cli, "log-format", {
-    type: "choice",
-    choices: LOG_FORMATS,
-    describe: "json: one object per line; pretty: readable lines (default on a terminal)",
-  });
-  cli = cli.group(
-    [
-      "json",
-      "sandbox",
-      "sandbox-state",
-      "base-url",
-      "api-key-file",
-      "timeout",
-      "log-level",
-      "log-format",
-      "help",
-      "version",
-    ],
-    "Global options:",
-  );
+  for (const [name, spec] of GLOBAL_FLAGS) cli = option(cli, name, spec);
+  cli = cli.group([...GLOBAL_FLAGS.map(([name]) => name), "help", "version"], "Global options:");
+  for (const command of COMMANDS) cli = mount(cli, command, option, pick);
 
-  cli = cli
-    .command(
-      "sandbox",
-      "run the local emulator of the video and speech services",
-      (y) => sandboxOptions(y, option),
-      pick<SandboxArgs & GlobalArgs>("sandbox", (args) => async (rt) => {
-        const { sandboxCommand } = await import("./commands/sandbox/index.js");
-        return sandboxCommand(args, rt.signal, (url) =>
-          // Scripts wait for exactly this first line (sandbox contract); with --json, its JSON twin.
-          rt.print(args.json ? JSON.stringify({ sandbox: { url } }) : `clapper sandbox listening on ${url}`),
-        );
-      }),
-    )
-    .command(
-      "plan <manifest>",
-      "validate a manifest, expand it into jobs and estimate their points; creates nothing",
-      (y) => {
-        let b = manifest(y);
-        b = option(b, "speech-price", {
-          type: "number",
-          rule: { min: 0, unit: "points per 10 counted characters" },
-          describe: "points per 10 counted characters, when no service is configured",
-        });
-        return state(b, "find the sandbox state beside");
-      },
-      pick<GlobalArgs & { manifest: string; "speech-price"?: number; state?: string }>(
-        "plan",
-        (args) => (rt) => planCommand(rt, args),
-      ),
-    )
-    .command(
-      "run <manifest>",
-      "render a manifest: budget checked, rate-limited, resumable; writes report.json, report.md, junit.xml",
-      (y) => runOptions(manifest(y), option, output, state),
-      pick<GlobalArgs & import("./commands/run/index.js").RunArgs>(
-        "run",
-        (args) => async (rt) => {
-          const { runCommand } = await import("./commands/run/index.js");
-          return runCommand({
-            args,
-            global: args,
-            env: rt.env,
-            signal: rt.signal,
-            format: rt.format,
-            logger: (writeLine) => rt.logger(writeLine),
-            connect: rt.connect,
-          });
-        },
-        (args) => {
-          // The same checks as the run makes, without a file or the network (parseCommandLine too).
-          if (args["callback-url"] || args["callback-listen"] !== undefined || args.only !== undefined) {
-            checkRunFlags(args);
-          }
-        },
-      ),
-    )
-    .command(
-      "status <manifest>",
-      "where the run stands, from its state (offline)",
-      (y) => state(manifest(y)),
-      pick<GlobalArgs & { manifest: string; state?: string }>("status", (args) => async () => {
-        const { status, renderStatus } = await import("./commands/run/index.js");
-        const report = await status({ manifest: args.manifest, cwd: process.cwd(), state: args.state });
-        return { code: 0, json: report, text: renderStatus(report) };
-      }),
-    )
-    .command(
-      "report <manifest>",
-      "write report.json, report.md and junit.xml again from the run's state",
-      (y) => {
-        let b = output(state(manifest(y)), "the run's");
-        b = option(b, "s3-endpoint", { type: "string", describe: "S3-compatible endpoint" });
-        return option(b, "s3-path-style", { type: "boolean", describe: "path-style S3 addressing" });
-      },
-      pick<
-        GlobalArgs & {
-          manifest: string;
-          state?: string;
-          output?: string;
-          "s3-endpoint"?: string;
-          "s3-path-style"?: boolean;
-        }
-      >("report", (args) => async (rt) => {
-        const { rewriteReport } = await import("./commands/run/index.js");
-        const { report, uris } = await rewriteReport({
-          manifest: args.manifest,
-          cwd: process.cwd(),
-          env: rt.env,
-          state: args.state,
-          output: args.output,
-          s3: {
-            ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
-            ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
-          },
-        });
-        return { code: 0, json: report, text: uris.join("\n") };
-      }),
-    )
-    .command(
-      "cancel <manifest>",
-      "cancel the run's tasks still in flight (the next run records what became of them)",
-      (y) => state(manifest(y)),
-      pick<GlobalArgs & { manifest: string; state?: string }>("cancel", (args) => async (rt) => {
-        const { cancelRun, sandboxStatePath } = await import("./commands/run/index.js");
-        const { rows, never } = await cancelRun({
-          manifest: args.manifest,
-          cwd: process.cwd(),
-          state: args.state,
-          signal: rt.signal,
-          connect: async (located) =>
-            rt.tagged(
-              await rt.connect(args, rt.env, rt.logger(), {
-                ...(args.sandbox
-                  ? { sandboxStateFile: args["sandbox-state"] ?? sandboxStatePath(located.statePath) }
-                  : {}),
-              }),
-            ),
-        });
-        const text =
-          rows.length === 0
-            ? never
-              ? "no tasks in flight: the run was never made"
-              : "no tasks in flight"
-            : rows.map((r) => `${r.job} ${r.task_id}: ${r.status}`).join("\n");
-        const refused = rows.filter((r) => r.failed).length;
-        if (refused === 0) return { code: 0, json: rows, text };
-        // Some tasks go on running (and will be paid for): not a success for a script.
-        return {
-          code: 1,
-          json: rows,
-          text,
-          message: `${refused} of ${rows.length} tasks could not be cancelled`,
-        };
-      }),
-    )
-    .command(
-      "balance",
-      "points summary, packages and speech pricing",
-      (y) => y,
-      pick<GlobalArgs>(
-        "balance",
-        (args) => (rt) =>
-          withServices(rt, args, (c) => rt.m.balance({ clients: c, signal: rt.signal }), rt.m.renderBalance),
-      ),
-    )
-    .command("skills", "list and manage prompt-optimization skills", (y: Argv) =>
-      y
-        .command(
-          "list",
-          "official and custom skills",
-          (yy) => option(yy, "keyword", { type: "string", describe: "filter by name or description" }),
-          pick<GlobalArgs & { keyword?: string }>(
-            "skills list",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) =>
-                  rt.m.listSkills({
-                    clients: c,
-                    signal: rt.signal,
-                    ...(args.keyword ? { keyword: args.keyword } : {}),
-                  }),
-                rt.m.renderSkills,
-              ),
-          ),
-        )
-        .command(
-          "show <skill>",
-          "one skill, by id or name, with its content",
-          (yy) => yy.positional("skill", { type: "string", demandOption: true, describe: "id or name" }),
-          pick<GlobalArgs & { skill: string }>(
-            "skills show",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) => rt.m.findSkill({ clients: c, signal: rt.signal }, args.skill),
-                rt.m.renderSkill,
-              ),
-          ),
-        )
-        .command(
-          "create <file>",
-          "create a custom skill from a Markdown file (name from the file name or its front matter)",
-          (yy) => {
-            let b = yy.positional("file", { type: "string", demandOption: true, describe: "Markdown file" });
-            b = option(b, "name", { type: "string", describe: "skill name (overrides the file)" });
-            return option(b, "description", { type: "string", describe: "skill description" });
-          },
-          pick<GlobalArgs & { file: string; name?: string; description?: string }>(
-            "skills create",
-            (args) => async (rt) => {
-              // Read before connecting: a bad file is a usage error, whatever the services.
-              const file = await rt.m.readSkillFile(args.file);
-              return withServices(
-                rt,
-                args,
-                (c) => {
-                  const description = args.description ?? file.description;
-                  return c.video.createSkill(
-                    {
-                      name: args.name ?? file.name,
-                      content: file.content,
-                      ...(description ? { description } : {}),
-                    },
-                    { signal: rt.signal },
-                  );
-                },
-                rt.m.renderSkill,
-              );
-            },
-          ),
-        )
-        .command(
-          "update <skill> <file>",
-          "replace a custom skill's content (and name/description) from a Markdown file",
-          (yy) => {
-            let b = yy
-              .positional("skill", { type: "string", demandOption: true, describe: "id or name" })
-              .positional("file", { type: "string", demandOption: true, describe: "Markdown file" });
-            b = option(b, "name", { type: "string", describe: "new skill name" });
-            return option(b, "description", { type: "string", describe: "new skill description" });
-          },
-          pick<GlobalArgs & { skill: string; file: string; name?: string; description?: string }>(
-            "skills update",
-            (args) => async (rt) => {
-              const file = await rt.m.readSkillFile(args.file);
-              return withServices(
-                rt,
-                args,
-                async (c) => {
-                  const existing = await rt.m.findSkill({ clients: c, signal: rt.signal }, args.skill);
-                  const description = args.description ?? file.description ?? existing.description;
-                  return c.video.updateSkill(
-                    existing.id,
-                    {
-                      name: args.name ?? existing.name,
-                      content: file.content,
-                      ...(description ? { description } : {}),
-                    },
-                    { signal: rt.signal },
-                  );
-                },
-                rt.m.renderSkill,
-              );
-            },
-          ),
-        )
-        .command(
-          "delete <skill>",
-          "delete a custom skill (by id or name)",
-          (yy) => yy.positional("skill", { type: "string", demandOption: true, describe: "id or name" }),
-          pick<GlobalArgs & { skill: string }>(
-            "skills delete",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                async (c) => {
-                  const existing = await rt.m.findSkill({ clients: c, signal: rt.signal }, args.skill);
-                  return {
-                    skill_id: await c.video.deleteSkill(existing.id, { signal: rt.signal }),
-                    deleted: true,
-                  };
-                },
-                (r) => `deleted ${r.skill_id}`,
-              ),
-          ),
-        )
-        .command(
-          "push <dir>",
-          "sync DIR/*.md as custom skills by name: create missing, update changed, leave the rest",
-          (yy) =>
-            option(
-              yy.positional("dir", { type: "string", demandOption: true, describe: "folder of .md files" }),
-              "dry-run",
-              {
-                type: "boolean",
-                default: false,
-                describe: "show what would change",
-              },
-            ),
-          pick<GlobalArgs & { dir: string; "dry-run": boolean }>(
-            "skills push",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) =>
-                  rt.m.pushSkills({ clients: c, signal: rt.signal, dir: args.dir, dryRun: args["dry-run"] }),
-                rt.m.renderPush,
-              ),
-          ),
-        )
-        .demandCommand(1, "name a skills command: list, show, create, update, delete, push"),
-    )
-    .command("voices", "list voices; create and delete custom voices", (y: Argv) =>
-      y
-        .command(
-          "list",
-          "preset voices (or the organization's custom voices with --custom)",
-          (yy) =>
-            option(yy, "custom", {
-              type: "boolean",
-              default: false,
-              describe: "the organization's custom voices",
-            }),
-          pick<GlobalArgs & { custom: boolean }>(
-            "voices list",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) => rt.m.listVoices({ clients: c, signal: rt.signal, custom: args.custom }),
-                rt.m.renderVoices,
-              ),
-          ),
-        )
-        .command(
-          "create <name> <file>",
-          "upload a reference audio file (wav, mp3, flac, ogg, m4a; 0.5-15 s; 15 MiB) as a custom voice",
-          (yy) =>
-            yy
-              .positional("name", { type: "string", demandOption: true, describe: "voice name" })
-              .positional("file", { type: "string", demandOption: true, describe: "reference audio file" }),
-          pick<GlobalArgs & { name: string; file: string }>("voices create", (args) => async (rt) => {
-            // The file first: a missing one is a usage error, whatever the services.
-            await readable(args.file, "read the reference audio file");
-            return withServices(
-              rt,
-              args,
-              (c) => rt.m.createVoice({ clients: c, signal: rt.signal, name: args.name, file: args.file }),
-              (v) => `created voice ${v.voice_id} (${v.name})`,
-            );
-          }),
-        )
-        .command(
-          "delete <id>",
-          "delete a custom voice",
-          (yy) => yy.positional("id", { type: "string", demandOption: true, describe: "voice id" }),
-          pick<GlobalArgs & { id: string }>(
-            "voices delete",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) => rt.m.deleteVoice({ clients: c, signal: rt.signal, id: args.id }),
-                (r) => `deleted ${r.voice_id}`,
-              ),
-          ),
-        )
-        .demandCommand(1, "name a voices command: list, create, delete"),
-    )
-    .command("tasks", "look at and cancel tasks on both services", (y: Argv) =>
-      option(y, "kind", {
-        type: "choice",
-        choices: ["video", "speech"],
-        describe: "which service (default: both)",
+  return (
+    cli
+      .completion(
+        "completion",
+        "print the shell completion script (bash; zsh when $SHELL is zsh): clapper completion >> ~/.bashrc",
+      )
+      .recommendCommands()
+      .demandCommand(1, "name a command; see clapper --help")
+      .strict()
+      .version(packageInfo().version)
+      .help()
+      .alias("h", "help")
+      .wrap(Math.min(110, process.stdout.columns || 110))
+      // main() returns the exit code: yargs must not exit the process (after --help, --version).
+      .exitProcess(false)
+      .fail((message, error) => {
+        // A refused value (coerce) arrives with its error; a bug in a builder is not a usage error.
+        if (error instanceof ExitError) throw error;
+        if (error && !message) throw error;
+        throw new ExitError(2, usageMessage(message ?? error?.message ?? "usage error", argv, ctx.flags));
       })
-        .command(
-          "list",
-          "recent tasks, newest first",
-          (yy) => {
-            const b = option(yy, "status", {
-              type: "choice",
-              choices: TASK_STATUSES,
-              describe: "only tasks in this status",
-            });
-            return option(b, "limit", {
-              type: "number",
-              rule: { min: 1, integer: true },
-              default: 20,
-              describe: "at most this many",
-            });
-          },
-          pick<GlobalArgs & { kind?: TaskKind; status?: string; limit: number }>(
-            "tasks list",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) =>
-                  rt.m.listTasks({
-                    clients: c,
-                    signal: rt.signal,
-                    limit: args.limit,
-                    ...(args.kind ? { kind: args.kind } : {}),
-                    ...(args.status ? { status: args.status } : {}),
-                  }),
-                rt.m.renderTasks,
-              ),
-          ),
-        )
-        .command(
-          "get <id>",
-          "one task",
-          (yy) => yy.positional("id", { type: "string", demandOption: true, describe: "task id" }),
-          pick<GlobalArgs & { kind?: TaskKind; id: string }>(
-            "tasks get",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) =>
-                  rt.m.getTask({
-                    clients: c,
-                    signal: rt.signal,
-                    id: args.id,
-                    ...(args.kind ? { kind: args.kind } : {}),
-                  }),
-                rt.m.renderTask,
-              ),
-          ),
-        )
-        .command(
-          "cancel <id>",
-          "cancel a task that has not ended",
-          (yy) => yy.positional("id", { type: "string", demandOption: true, describe: "task id" }),
-          pick<GlobalArgs & { kind?: TaskKind; id: string }>(
-            "tasks cancel",
-            (args) => (rt) =>
-              withServices(
-                rt,
-                args,
-                (c) =>
-                  rt.m.cancelTask({
-                    clients: c,
-                    signal: rt.signal,
-                    id: args.id,
-                    ...(args.kind ? { kind: args.kind } : {}),
-                  }),
-                (r) => `${r.kind} task ${r.id}: ${r.status}`,
-              ),
-          ),
-        )
-        .demandCommand(1, "name a tasks command: list, get, cancel"),
-    )
-    .completion(
-      "completion",
-      "print the shell completion script (bash; zsh when $SHELL is zsh): clapper completion >> ~/.bashrc",
-    )
-    .recommendCommands()
-    .demandCommand(1, "name a command; see clapper --help")
-    .strict()
-    .version(packageInfo().version)
-    .help()
-    .alias("h", "help")
-    .wrap(Math.min(110, process.stdout.columns || 110))
-    // main() returns the exit code: yargs must not exit the process (after --help, --version).
-    .exitProcess(false)
-    .fail((message, error) => {
-      // A refused value (coerce) arrives with its error; a bug in a builder is not a usage error.
-      if (error instanceof ExitError) throw error;
-      if (error && !message) throw error;
-      throw new ExitError(2, usageMessage(message ?? error?.message ?? "usage error", argv, ctx.flags));
-    });
-  return { cli, ctx };
+  );
 }
 
-/** `run`'s flags. */
-function runOptions<T>(
-  y: Argv<T>,
+/** One command (or a group and its subcommands) added to yargs; `name` is what it is chosen as ("skills list"). */
+function mount(
+  cli: Argv,
+  command: Command,
   option: AddOption,
-  output: <U>(y: Argv<U>, what: string) => Argv<U>,
-  state: <U>(y: Argv<U>, what?: string) => Argv<U>,
-): Argv<T> {
-  let b = output(y, "the run's");
-  b = state(b, "keep (resumed when it exists)");
-  b = option(b, "staging", {
-    type: "string",
-    describe: "s3://bucket/prefix for local materials (default: beside an S3 output; else Data URLs)",
-  });
-  b = option(b, "callback-url", {
-    type: "string",
-    describe: "public URL the video service posts status callbacks to (polling stays as a safety net)",
-  });
-  b = option(b, "callback-listen", {
-    type: "string",
-    describe:
-      "[HOST:]PORT the callback listener binds (default: the URL's host if it is this machine's address, else 127.0.0.1; the URL's port)",
-  });
-  b = option(b, "s3-endpoint", {
-    type: "string",
-    describe: "S3-compatible endpoint (default: the AWS SDK's configuration)",
-  });
-  b = option(b, "s3-path-style", {
-    type: "boolean",
-    describe: "path-style S3 addressing (default: on with --s3-endpoint or AWS_ENDPOINT_URL_S3)",
-  });
-  b = option(b, "max-points", {
-    type: "number",
-    rule: { min: 0, integer: true, unit: "points" },
-    describe: "spend at most this many points in this run",
-  });
-  b = option(b, "only", {
-    type: "string",
-    describe: "comma-separated job or row ids (shot/s01,line/n02,s03)",
-  });
-  b = option(b, "retry-failed", {
-    type: "boolean",
-    default: false,
-    describe: "try failed and cancelled jobs again",
-  });
-  b = option(b, "fresh", {
-    type: "boolean",
-    default: false,
-    describe: "forget earlier state and results; generate everything anew",
-  });
-  b = option(b, "max-failures", {
-    type: "value",
-    parse: (raw, name) => parseMaxFailures(raw, name),
-    describe: "stop submitting once N jobs failed, or P% of the jobs that ended (N or P%); exit 1",
-  });
-  b = option(b, "deadline", {
-    type: "value",
-    parse: (raw, name) => parseDeadline(raw, new Date(), name),
-    describe:
-      "stop at this time: a duration (90s, 45m, 2h, 1h30m) or a time with its zone (2026-11-25T06:00:00Z); state saved, exit 4",
-  });
-  b = option(b, "max-attempts", {
-    type: "number",
-    rule: { min: 1, integer: true },
-    default: 2,
-    describe: "attempts per job (a failed task is retried with a new key)",
-  });
-  b = option(b, "rps", {
-    type: "number",
-    rule: { min: 0.1 },
-    default: 10,
-    describe: "requests per second per service (adapts down on 429)",
-  });
-  b = option(b, "in-flight", {
-    type: "number",
-    rule: { min: 1, integer: true },
-    default: 32,
-    describe: "tasks in flight per service",
-  });
-  b = option(b, "poll-interval", {
-    type: "number",
-    rule: { min: 0.01, unit: "seconds" },
-    default: 1,
-    describe: "shortest wait in seconds between two looks at a task",
-  });
-  b = option(b, "break-lock", {
-    type: "boolean",
-    default: false,
-    describe: "take the run's lock even if another run seems to hold it (after a crash)",
-  });
-  b = option(b, "max-result-mb", {
-    type: "number",
-    rule: { min: 1, unit: "MiB" },
-    describe: "largest result to download, in MiB (default: derived from each job's duration and resolution)",
-  });
-  b = option(b, "allow-private-urls", {
-    type: "boolean",
-    default: false,
-    describe: "download results from private and loopback addresses too (default: public only)",
-  });
-  b = option(b, "give-up-after", {
-    type: "number",
-    rule: { min: 0.1, unit: "seconds" },
-    default: 600,
-    describe: "seconds a task may stay unreadable before the run leaves it for the next run",
-  });
-  return option(b, "sandbox-time-scale", {
-    type: "number",
-    rule: { min: 0, above: true },
-    default: 0.01,
-    hidden: true,
-    describe: "with --sandbox: multiplier for every simulated duration",
-  });
-}
-
-function checkRunFlags(args: { "callback-url"?: string; "callback-listen"?: string; only?: string }): void {
-  if (args["callback-listen"] !== undefined && !args["callback-url"]) {
-    throw new ExitError(
-      2,
-      "--callback-listen: only with --callback-url (the public URL the service posts to)",
-    );
+  pick: (name: string, spec: CommandSpec<ParsedArgs>) => (parsed: unknown) => void,
+  prefix = "",
+): Argv {
+  const name = `${prefix}${command.command.split(" ")[0]}`;
+  if (!isGroup(command)) {
+    const build = (y: Argv) => (command.builder ? command.builder(y, option) : y);
+    return cli.command(command.command, command.describe, build, pick(name, command));
   }
-  if (args["callback-url"]) {
-    // The same parser as the run's (pure: no socket is opened).
-    const url = args["callback-url"];
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new ExitError(
-        2,
-        `--callback-url must be an absolute http or https URL, got ${JSON.stringify(url)}`,
-      );
-    }
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-      throw new ExitError(2, `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`);
-    }
-    const listen = args["callback-listen"];
-    const m = (listen ?? "").match(/^(?:(.+):)?(\d+)$/);
-    if (listen !== undefined && !m) {
-      throw new ExitError(2, `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`);
-    }
-    if (m && Number(m[2]) > 65535)
-      throw new ExitError(2, `--callback-listen port must be 0-65535, got ${m[2]}`);
-  }
-  if (args.only?.split(",").every((s) => s.trim() === "")) {
-    throw new ExitError(
-      2,
-      `--only: expected comma-separated job or row ids (shot/s01,line/n02,s03), got ${JSON.stringify(args.only)}`,
-    );
-  }
+  return cli.command(command.command, command.describe, (y: Argv) => {
+    let group: Argv = command.builder ? command.builder(y, option) : y;
+    for (const sub of command.commands) group = mount(group, sub, option, pick, `${name} `);
+    return group.demandCommand(1, command.demand);
+  });
 }
 
 /** yargs' usage messages, made precise: the unknown command or flag named, a close one suggested. */
@@ -892,7 +278,7 @@ function usageMessage(message: string, argv: readonly string[], flags: ReadonlyS
 async function parse(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<Parsed> {
   let chosen: Chosen | undefined;
   let output: string | undefined;
-  const { cli } = buildCli(argv, env, (c) => {
+  const cli = buildCli(argv, env, (c) => {
     chosen = c;
   });
   // With a callback, yargs hands over what it would print (help, version) instead of printing it.
@@ -943,100 +329,22 @@ function wantsJson(argv: readonly string[], env: NodeJS.ProcessEnv): boolean {
 
 export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<number> {
   const env = io.env ?? process.env;
-  const rawStdout = io.stdout ?? ((text: string) => void process.stdout.write(`${text}\n`));
-  const rawStderr = io.stderr ?? ((text: string) => void process.stderr.write(`${text}\n`));
-  // Everything printed may quote a service or a file: redacted by value on the way out.
-  let answered = false;
-  const stdout = (text: string) => {
-    answered = true;
-    rawStdout(redact(text));
-  };
-  const stderr = (text: string) => rawStderr(redact(text));
-  let jsonMode = wantsJson(argv, env);
-  const shutdown = shutdownSignal(io.earlySignal, (name) => {
-    // The one JSON object of this exit, unless the answer went out already.
-    if (jsonMode && !answered)
-      rawStdout(
-        json({
-          error: {
-            code: 4,
-            message: `second ${name}: exited at once; the state is saved, run again to resume`,
-          },
-        }),
-      );
-  });
-  let baseUrl: string | undefined;
-  let printedAlready = false;
-  const loggers: Logger[] = [];
+  const out = new Answers(io, env, wantsJson(argv, env));
+  const shutdown = shutdownSignal(io.earlySignal, (name) => out.forced(name));
+  let session: Session | undefined;
   try {
     let parsed: Parsed;
     try {
       parsed = await parse(argv, env);
     } catch (error) {
-      return report(classify(error, { bugs: bugsUrl(packageInfo()) }));
+      return out.failure(classify(error, { bugs: bugsUrl(packageInfo()) }));
     }
-    if (!parsed.chosen) {
-      const text = (parsed.output ?? "").replace(/\n+$/, "");
-      // The shell's completion callback reads plain words, whatever CLAPPER_JSON says.
-      const completing = argv.includes("--get-yargs-completions");
-      if (!jsonMode || completing) stdout(text);
-      else {
-        const key = printedKind(argv);
-        stdout(json({ [key]: text }));
-      }
-      return 0;
-    }
+    if (!parsed.chosen) return out.instead(argv, parsed.output ?? "");
     const { command, args, work } = parsed.chosen;
-    const g = args as unknown as GlobalArgs;
-    jsonMode = g.json === true;
-    const format: LogFormat = g["log-format"] ?? (process.stderr.isTTY ? "pretty" : "json");
-    const level = defaultLogLevel({ asked: g["log-level"], command, format });
-    let made: Logger | undefined;
-    let config: typeof import("./config.js") | undefined;
-    const accounts = /^(balance|skills|voices|tasks)\b/.test(command);
-    const rt: Runtime = {
-      m: accounts ? await commandModules() : ({} as CommandModules),
-      tagged: (conn) => (config ? config.tagServices(conn) : conn),
-      env,
-      signal: shutdown.signal,
-      format,
-      logger(writeLine) {
-        if (io.logger) return io.logger;
-        if (made && !writeLine) return made;
-        made = createCliLogger({
-          level,
-          format,
-          color: Boolean(process.stderr.isTTY) && !env.NO_COLOR,
-          ...(writeLine ? { writeLine } : {}),
-        });
-        loggers.push(made);
-        return made;
-      },
-      connect: async (a, e, logger, extras?: ConnectExtras) => {
-        baseUrl = a.sandbox ? "the in-process sandbox" : (a["base-url"] ?? e.CLAPPER_BASE_URL);
-        config ??= await import("./config.js");
-        const conn = await config.connect(a, e, logger, extras);
-        baseUrl = a.sandbox ? `the in-process sandbox (${conn.baseUrl})` : conn.baseUrl;
-        return conn;
-      },
-      async services(a) {
-        const logger = rt.logger();
-        const stateFile = a["sandbox-state"];
-        if (a.sandbox && !stateFile) {
-          logger.warn(
-            { event: "sandbox-empty" },
-            "--sandbox without --sandbox-state: the emulator starts empty (no tasks, skills or voices of a run); pass --sandbox-state .clapper/NAME/sandbox.json beside a manifest to use that run's",
-          );
-        }
-        return rt.tagged(
-          await rt.connect(a, env, logger, a.sandbox && stateFile ? { sandboxStateFile: stateFile } : {}),
-        );
-      },
-      print(text) {
-        printedAlready = true;
-        stdout(text);
-      },
-    };
+    out.json = args.json === true;
+    const format: LogFormat = args["log-format"] ?? (process.stderr.isTTY ? "pretty" : "json");
+    const level = defaultLogLevel({ asked: args["log-level"], command, format });
+    session = openSession({ env, io, signal: shutdown.signal, format, level, print: (t) => out.print(t) });
     let outcome: Outcome;
     try {
       // Test-only (documented in the README): an internal fault, to check exit 70 end to end. `run`
@@ -1044,34 +352,175 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       if (env.CLAPPER_TEST_FAULT === "internal" && command !== "run") {
         throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");
       }
-      outcome = await work(rt);
+      outcome = await work(session.rt);
     } catch (error) {
+      const baseUrl = session.baseUrl();
       const c = classify(error, { bugs: bugsUrl(packageInfo()), ...(baseUrl ? { baseUrl } : {}) });
-      if (c.stack && (level === "debug" || level === "trace")) stderr(c.stack);
-      return report(c);
+      if (c.stack && (level === "debug" || level === "trace")) out.stderr(c.stack);
+      return out.failure(c);
     }
-    emit(outcome);
-    return outcome.code;
+    return out.outcome(outcome);
   } finally {
-    for (const logger of loggers) logger.flush?.();
+    session?.flush();
     shutdown.dispose();
   }
+}
 
-  function emit(o: Outcome): void {
-    if (inGithubActions(env) && o.problems?.length) for (const p of o.problems) stderr(workflowCommand(p));
-    if (jsonMode) {
-      if (o.printed && printedAlready && o.code === 0) return;
-      stdout(json(answer(o)));
-      if (o.code !== 0 && o.message) stderr(`clapper: ${o.message}`);
-      return;
+interface Session {
+  rt: Runtime;
+  /** The services' address, for the message of a failure: known once a command connects. */
+  baseUrl(): string | undefined;
+  /** Writes out what the loggers still hold, before the process exits. */
+  flush(): void;
+}
+
+/** The runtime of the chosen command: its loggers, and its one way to the services. */
+function openSession(o: {
+  env: NodeJS.ProcessEnv;
+  io: Partial<MainIo>;
+  signal: AbortSignal;
+  format: LogFormat;
+  level: LogLevel;
+  print: (text: string) => void;
+}): Session {
+  const { env, io, format, level } = o;
+  const loggers: Logger[] = [];
+  let made: Logger | undefined;
+  let config: typeof import("./config.js") | undefined;
+  let baseUrl: string | undefined;
+  const rt: Runtime = {
+    env,
+    signal: o.signal,
+    format,
+    print: o.print,
+    tagged: (conn) => (config ? config.tagServices(conn) : conn),
+    logger(writeLine) {
+      if (io.logger) return io.logger;
+      if (made && !writeLine) return made;
+      made = createCliLogger({
+        level,
+        format,
+        color: Boolean(process.stderr.isTTY) && !env.NO_COLOR,
+        ...(writeLine ? { writeLine } : {}),
+      });
+      loggers.push(made);
+      return made;
+    },
+    connect: async (a, e, logger, extras?: ConnectExtras) => {
+      baseUrl = a.sandbox ? "the in-process sandbox" : (a["base-url"] ?? e.CLAPPER_BASE_URL);
+      // Loaded on use: the API clients (zod, undici) are not needed to parse a command line.
+      config ??= await import("./config.js");
+      const conn = await config.connect(a, e, logger, extras);
+      baseUrl = a.sandbox ? `the in-process sandbox (${conn.baseUrl})` : conn.baseUrl;
+      return conn;
+    },
+    async services(a: GlobalArgs) {
+      const logger = rt.logger();
+      const stateFile = a["sandbox-state"];
+      if (a.sandbox && !stateFile) {
+        logger.warn(
+          { event: "sandbox-empty" },
+          "--sandbox without --sandbox-state: the emulator starts empty (no tasks, skills or voices of a run); pass --sandbox-state .clapper/NAME/sandbox.json beside a manifest to use that run's",
+        );
+      }
+      return rt.tagged(
+        await rt.connect(a, env, logger, a.sandbox && stateFile ? { sandboxStateFile: stateFile } : {}),
+      );
+    },
+  };
+  return {
+    rt,
+    baseUrl: () => baseUrl,
+    flush() {
+      for (const logger of loggers) logger.flush?.();
+    },
+  };
+}
+
+/**
+ * Everything one invocation prints, and the exit code it ends with: text for people, or in JSON
+ * mode exactly one object on stdout. Every line may quote a service or a file: redacted by value
+ * on the way out.
+ */
+class Answers {
+  /** With --json (or CLAPPER_JSON): guessed from the words until yargs has parsed them. */
+  json: boolean;
+  /** Something went to stdout already. */
+  private answered = false;
+  /** The command printed its answer itself already (the sandbox's first line). */
+  private printedAlready = false;
+  private readonly rawStdout: (text: string) => void;
+  private readonly rawStderr: (text: string) => void;
+
+  constructor(
+    io: Partial<MainIo>,
+    private readonly env: NodeJS.ProcessEnv,
+    json: boolean,
+  ) {
+    this.json = json;
+    this.rawStdout = io.stdout ?? ((text: string) => void process.stdout.write(`${text}\n`));
+    this.rawStderr = io.stderr ?? ((text: string) => void process.stderr.write(`${text}\n`));
+  }
+
+  stdout(text: string): void {
+    this.answered = true;
+    this.rawStdout(redact(text));
+  }
+
+  stderr(text: string): void {
+    this.rawStderr(redact(text));
+  }
+
+  /** Prints at once, for a command that answers before it ends. */
+  print(text: string): void {
+    this.printedAlready = true;
+    this.stdout(text);
+  }
+
+  /** A second stop signal: the one JSON object of this exit, unless the answer went out already. */
+  forced(name: NodeJS.Signals): void {
+    if (this.json && !this.answered) {
+      this.rawStdout(
+        json({
+          error: {
+            code: 4,
+            message: `second ${name}: exited at once; the state is saved, run again to resume`,
+          },
+        }),
+      );
     }
-    if (o.text) (o.textTo === "stderr" ? stderr : stdout)(o.text);
-    for (const note of o.notes ?? []) stderr(note);
-    if (o.code !== 0 && o.message && !o.text && !o.notes?.length) stderr(`clapper: ${o.message}`);
+  }
+
+  /** What yargs printed instead of running a command (help, version, a completion script). */
+  instead(argv: readonly string[], output: string): number {
+    const text = output.replace(/\n+$/, "");
+    // The shell's completion callback reads plain words, whatever CLAPPER_JSON says.
+    const completing = argv.includes("--get-yargs-completions");
+    if (!this.json || completing) this.stdout(text);
+    else this.stdout(json({ [printedKind(argv)]: text }));
+    return 0;
+  }
+
+  /** What a command ended with. */
+  outcome(o: Outcome): number {
+    if (inGithubActions(this.env) && o.problems?.length) {
+      for (const p of o.problems) this.stderr(workflowCommand(p));
+    }
+    if (this.json) {
+      if (o.printed && this.printedAlready && o.code === 0) return o.code;
+      this.stdout(json(answer(o)));
+      if (o.code !== 0 && o.message) this.stderr(`clapper: ${o.message}`);
+      return o.code;
+    }
+    if (o.text && o.textTo === "stderr") this.stderr(o.text);
+    else if (o.text) this.stdout(o.text);
+    for (const note of o.notes ?? []) this.stderr(note);
+    if (o.code !== 0 && o.message && !o.text && !o.notes?.length) this.stderr(`clapper: ${o.message}`);
+    return o.code;
   }
 
   /** A failure that reached the top, printed as one line (and its problems), or as `{error}`. */
-  function report(c: Classified): number {
+  failure(c: Classified): number {
     const problems = (c.problems ?? []) as Problem[];
     const errors = problems.filter((p) => p.severity === "error");
     const warnings = problems.filter((p) => p.severity === "warning");
@@ -1079,19 +528,19 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       ...formatProblems(errors).map((line) => `  ${line}`),
       ...formatProblems(warnings).map((line) => `  warning: ${line}`),
     ];
-    if (printedAlready && jsonMode) {
+    if (this.printedAlready && this.json) {
       // An answer went out already (the sandbox's first line): the failure goes to stderr only.
-      stderr(`clapper: ${c.message}`);
+      this.stderr(`clapper: ${c.message}`);
       return c.code;
     }
-    if (inGithubActions(env)) for (const p of problems) stderr(workflowCommand(p));
-    if (jsonMode) {
-      stdout(
+    if (inGithubActions(this.env)) for (const p of problems) this.stderr(workflowCommand(p));
+    if (this.json) {
+      this.stdout(
         json(answer({ code: c.code, message: c.message, problems, ...(c.data ? { json: c.data } : {}) })),
       );
     }
-    stderr(`clapper: ${c.message}`);
-    for (const line of notes) stderr(line);
+    this.stderr(`clapper: ${c.message}`);
+    for (const line of notes) this.stderr(line);
     return c.code;
   }
 }
@@ -1114,84 +563,4 @@ function answer(o: Outcome): unknown {
   }));
   const message = o.message ?? o.text?.split("\n")[0] ?? `exit code ${o.code}`;
   return { ...data, error: { code: o.code, message, ...(problems.length > 0 ? { problems } : {}) } };
-}
-
-/** Refuses a file that cannot be opened for reading, naming it and why (exit 2). */
-async function readable(path: string, action: string): Promise<void> {
-  const { open } = await import("node:fs/promises");
-  try {
-    await (await open(path, "r")).close();
-  } catch (error) {
-    throw fsExit(error, { action, path });
-  }
-}
-
-/** Opens the services for one command, does its work, and closes them. */
-async function withServices<T>(
-  rt: Runtime,
-  args: GlobalArgs,
-  work: (conn: Connection) => Promise<T>,
-  render: (data: T) => string,
-): Promise<Outcome> {
-  const conn = await rt.services(args);
-  try {
-    const data = await work(conn);
-    return { code: 0, json: data, text: render(data) };
-  } finally {
-    await conn.close();
-  }
-}
-
-/** `clapper plan`: offline, or with the services (and their prices, balance, voices, skills). */
-async function planCommand(
-  rt: Runtime,
-  args: GlobalArgs & { manifest: string; "speech-price"?: number; state?: string },
-): Promise<Outcome> {
-  const logger = rt.logger();
-  // The services are optional here: with no key, the plan is made offline.
-  const online = args.sandbox || Boolean(args["api-key-file"] || rt.env.CLAPPER_API_KEY);
-  let sandboxStateFile: string | undefined;
-  if (args.sandbox) {
-    sandboxStateFile = args["sandbox-state"];
-    if (!sandboxStateFile) {
-      // The run's emulator state, when the run has one: the plan sees the balance the run left.
-      const { locateRun } = await import("../pipeline/locate.js");
-      const { sandboxStatePath } = await import("./commands/run/index.js");
-      const found = await locateRun({
-        manifest: args.manifest,
-        cwd: process.cwd(),
-        ...(args.state ? { state: args.state } : {}),
-      }).catch(() => undefined);
-      const candidate = found?.ok ? sandboxStatePath(found.run.statePath) : undefined;
-      const { existsSync } = await import("node:fs");
-      if (candidate && existsSync(candidate)) sandboxStateFile = candidate;
-    }
-  }
-  const conn = online
-    ? rt.tagged(await rt.connect(args, rt.env, logger, sandboxStateFile ? { sandboxStateFile } : {}))
-    : undefined;
-  try {
-    // Loaded on use: the manifest reader and the run pipeline are not needed by other commands.
-    const { plan } = await import("../pipeline/plan.js");
-    const { planJson, renderPlan, renderProblems } = await import("./commands/plan/index.js");
-    const result = await plan({
-      manifest: args.manifest,
-      ...(conn ? { clients: conn } : {}),
-      ...(args["speech-price"] !== undefined ? { speechPrice: args["speech-price"] } : {}),
-      signal: rt.signal,
-    });
-    const problems = renderProblems(result);
-    const failed = result.errors.length > 0;
-    const n = result.errors.length + (result.omitted?.errors ?? 0);
-    return {
-      code: failed ? 2 : 0,
-      json: planJson(result),
-      ...(failed ? {} : { text: renderPlan(result) }),
-      ...(problems ? { notes: [problems] } : {}),
-      ...(failed ? { message: `${args.manifest}: ${n} error${n === 1 ? "" : "s"}; nothing was done` } : {}),
-      problems: [...result.errors, ...result.warnings],
-    };
-  } finally {
-    await conn?.close();
-  }
 }

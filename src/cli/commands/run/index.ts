@@ -1,33 +1,21 @@
-// `clapper run|status|report|cancel MANIFEST`: the run itself and the commands that read its state.
+// `clapper run MANIFEST`: the run itself, from its flags to its outcome.
 
 import { mkdir } from "node:fs/promises";
 import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import type { Logger } from "pino";
-import { ConnectionError, isUnavailable } from "../../../api/errors.js";
-import type { Clients } from "../../../api/index.js";
-import { Journal } from "../../../engine/journal.js";
 import { ServiceGate } from "../../../engine/limiter.js";
-import { acquireLock, LockHeldError } from "../../../engine/lock.js";
-import {
-  applyRecord,
-  initialState,
-  openAttempt,
-  type RunRecord,
-  type RunState,
-} from "../../../engine/state.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
-import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
-import { buildReport, type Report, writeReports } from "../../../pipeline/report.js";
-import { type MaxFailures, outputs, type Progress, type RunOutcome, run } from "../../../pipeline/run.js";
-import type { S3ClientOptions } from "../../../sinks/s3.js";
-import { OutputError } from "../../../sinks/sink.js";
+import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
+import { type Progress, type RunOutcome, run } from "../../../pipeline/run.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
+import type { RunArgs } from "./command.js";
+import { sandboxStatePath } from "./state.js";
 
 export function renderOutcome(o: RunOutcome): string {
   const lines: string[] = [];
@@ -58,267 +46,6 @@ export function renderOutcome(o: RunOutcome): string {
   if (o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
   if (o.exitCode === 4) lines.push("  interrupted: state saved; run the same command again to resume");
   return lines.join("\n");
-}
-
-/**
- * The run's manifest and state, found as `run` finds them: a manifest with errors has no state
- * (exit 2 with its problems), and a state that belongs to another manifest is not read.
- */
-export async function locate(
-  manifestPath: string,
-  cwd: string,
-  opts: { state?: string | undefined },
-): Promise<LocatedRun> {
-  let found: Awaited<ReturnType<typeof locateRun>>;
-  try {
-    found = await locateRun({ manifest: manifestPath, cwd, ...(opts.state ? { state: opts.state } : {}) });
-  } catch (error) {
-    if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: manifestPath });
-    throw error;
-  }
-  if (!found.ok) throw manifestExit(manifestPath, found.errors, found.warnings);
-  return found.run;
-}
-
-/** Exit 2 for a manifest with errors: the problems travel with it (JSON, annotations, stderr). */
-export function manifestExit(
-  path: string,
-  errors: readonly Problem[],
-  warnings: readonly Problem[],
-): ExitError {
-  const n = errors.length;
-  return new ExitError(2, `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was done`, {
-    problems: [...errors, ...warnings],
-  });
-}
-
-/** The state, checked to belong to this manifest. */
-async function ownState(located: LocatedRun): Promise<RunState> {
-  const state = await readState(located.statePath);
-  const owner = checkOwner(state, located);
-  if (owner.refuse) throw new ExitError(2, owner.refuse);
-  return state;
-}
-
-/** Reads the state without writing to it: a run may be appending right now. A missing file is a run never made. */
-async function readState(statePath: string): Promise<RunState> {
-  try {
-    return await Journal.read<RunState, RunRecord>({
-      path: statePath,
-      initial: initialState,
-      apply: applyRecord,
-    });
-  } catch (error) {
-    if (isFsError(error)) {
-      throw fsExit(error, {
-        action: "read the run's state",
-        path: statePath,
-        hint: error.code === "ENOTDIR" || error.code === "EISDIR" ? "pass --state FILE" : undefined,
-      });
-    }
-    throw error;
-  }
-}
-
-/** No run was ever made from this state: nothing was recorded. */
-function neverRun(state: RunState): boolean {
-  return state.run === undefined && Object.keys(state.jobs).length === 0;
-}
-
-/** `status` of a manifest never run: the report's shape, its jobs pending, `run.status` "not-run". */
-export type StatusReport = Omit<Report, "run"> & {
-  run: Omit<Report["run"], "status" | "started_at"> & {
-    status: Report["run"]["status"] | "not-run";
-    started_at: string | null;
-  };
-};
-
-export async function status(o: {
-  manifest: string;
-  cwd: string;
-  state?: string | undefined;
-}): Promise<StatusReport> {
-  const located = await locate(o.manifest, o.cwd, o);
-  const { loaded, manifest } = located;
-  const state = await ownState(located);
-  const report = buildReport({
-    state,
-    jobs: loaded.jobs,
-    manifest: manifest.display,
-    name: manifest.name,
-    interrupted: state.run?.finished_at === undefined && state.run !== undefined,
-  });
-  if (!neverRun(state)) return report;
-  return {
-    ...report,
-    run: { ...report.run, status: "not-run", started_at: null, finished_at: null },
-    note: `not run yet: clapper run ${manifest.display} starts it`,
-  };
-}
-
-export async function rewriteReport(o: {
-  manifest: string;
-  cwd: string;
-  state?: string | undefined;
-  output?: string | undefined;
-  s3?: S3ClientOptions;
-  env: NodeJS.ProcessEnv;
-}) {
-  const located = await locate(o.manifest, o.cwd, o);
-  const { loaded, manifest, statePath } = located;
-  // Before any lock: a run never made has no folder to lock in, and nothing to report.
-  if (neverRun(await readState(statePath))) {
-    throw new ExitError(
-      2,
-      `no run of ${manifest.name} yet: nothing to report; run clapper run ${manifest.display} first`,
-    );
-  }
-  let lock: Awaited<ReturnType<typeof acquireLock>>;
-  try {
-    lock = await acquireLock(`${statePath}.lock`);
-  } catch (error) {
-    if (error instanceof LockHeldError) throw new ExitError(5, error.message);
-    if (isFsError(error)) {
-      throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
-    }
-    throw error;
-  }
-  try {
-    const state = await ownState(located);
-    const report = buildReport({
-      state,
-      jobs: loaded.jobs,
-      manifest: manifest.display,
-      name: manifest.name,
-      interrupted: state.run?.finished_at === undefined && state.run !== undefined,
-    });
-    // The same output as the run's: a folder, or S3.
-    const { sink } = outputs(
-      { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },
-      manifest,
-      o.cwd,
-    );
-    // The run appended the GitHub step summary already: writing the reports again does not append
-    // it a second time.
-    let uris: string[];
-    try {
-      uris = await writeReports(sink, report, o.env, { stepSummary: false });
-    } catch (error) {
-      if (isFsError(error)) {
-        throw fsExit(error, {
-          action: "write the reports in",
-          path: sink.uri("reports"),
-          hint: "give this user write access there, or pass --output DIR to write them elsewhere",
-        });
-      }
-      if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
-      throw error;
-    }
-    return { report, uris };
-  } finally {
-    await lock.release();
-  }
-}
-
-export interface CancelRow {
-  job: string;
-  task_id: string;
-  status: string;
-  /** The service refused to cancel it (the command then exits 1). */
-  failed?: boolean;
-}
-
-/**
- * Cancels the run's tasks that have not ended; the next run records what became of them. The
- * services are connected only when there is something to cancel.
- */
-export async function cancelRun(o: {
-  manifest: string;
-  cwd: string;
-  state?: string | undefined;
-  connect: (located: LocatedRun) => Promise<Pick<Clients, "video" | "speech"> & { close(): Promise<void> }>;
-  signal?: AbortSignal;
-}): Promise<{ rows: CancelRow[]; never: boolean }> {
-  const located = await locate(o.manifest, o.cwd, o);
-  const state = await ownState(located);
-  const open = Object.values(state.jobs).flatMap((job) => {
-    const attempt = openAttempt(job);
-    return attempt?.taskId ? [{ job, taskId: attempt.taskId }] : [];
-  });
-  if (open.length === 0) return { rows: [], never: neverRun(state) };
-  const clients = await o.connect(located);
-  const results: CancelRow[] = [];
-  try {
-    const opts = o.signal ? { signal: o.signal } : {};
-    for (const { job, taskId } of open) {
-      try {
-        const res =
-          job.kind === "video"
-            ? await clients.video.cancelTask(taskId, opts)
-            : await clients.speech.cancelTask(taskId, opts);
-        results.push({ job: job.id, task_id: taskId, status: res.status });
-      } catch (error) {
-        // The service cannot be reached or will not serve: no other task will fare better; say so
-        // at the top (exit 6).
-        if (error instanceof ConnectionError || isUnavailable(error)) throw error;
-        results.push({
-          job: job.id,
-          task_id: taskId,
-          status: `not cancelled: ${(error as Error).message}`,
-          failed: true,
-        });
-      }
-    }
-  } finally {
-    await clients.close();
-  }
-  return { rows: results, never: false };
-}
-
-export function renderStatus(r: StatusReport): string {
-  const c = r.counts;
-  const head =
-    r.run.status === "not-run"
-      ? `run ${r.run.name}: not run yet (${c.total} jobs planned; clapper run ${r.run.manifest} starts it)`
-      : `run ${r.run.name}: ${r.run.status} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`;
-  return [
-    head,
-    "",
-    table(r.jobs, [
-      { header: "JOB", value: (j) => j.id },
-      { header: "KIND", value: (j) => j.kind },
-      { header: "STATUS", value: (j) => j.status },
-      { header: "POINTS", value: (j) => j.points, align: "right" },
-      { header: "TASK", value: (j) => j.task_id },
-      { header: "OUTPUT / ERROR", value: (j) => j.output?.uri ?? j.error?.message },
-    ]),
-  ].join("\n");
-}
-
-export interface RunArgs {
-  manifest: string;
-  output?: string | undefined;
-  staging?: string | undefined;
-  "s3-endpoint"?: string | undefined;
-  "s3-path-style"?: boolean | undefined;
-  "callback-url"?: string | undefined;
-  "callback-listen"?: string | undefined;
-  state?: string | undefined;
-  "max-points"?: number | undefined;
-  only?: string | undefined;
-  "retry-failed": boolean;
-  fresh: boolean;
-  "max-attempts": number;
-  rps: number;
-  "in-flight": number;
-  "poll-interval": number;
-  "sandbox-time-scale": number;
-  "break-lock": boolean;
-  "max-result-mb"?: number | undefined;
-  "allow-private-urls": boolean;
-  "give-up-after": number;
-  "max-failures"?: MaxFailures | undefined;
-  deadline?: Date | undefined;
 }
 
 export interface RunCommandIo {
@@ -352,26 +79,10 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
   const limits = { rps: args.rps, inFlight: args["in-flight"] };
   const gate = new ServiceGate({ video: limits, speech: limits });
   try {
-    // Located once, before anything is connected: the sandbox's state lives beside the run's.
-    let found: Awaited<ReturnType<typeof locateRun>>;
-    try {
-      found = await locateRun({ manifest: args.manifest, cwd, ...(args.state ? { state: args.state } : {}) });
-    } catch (error) {
-      if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: args.manifest });
-      throw error;
-    }
-    if (!found.ok) return manifestOutcome(args.manifest, found.errors, found.warnings);
-    const located = found.run;
+    const found = await locateForRun(args, cwd);
+    if ("refused" in found) return found.refused;
+    const { located } = found;
     const statePath = located.statePath;
-    try {
-      await mkdir(dirname(statePath), { recursive: true });
-    } catch (error) {
-      throw fsExit(error, {
-        action: "create the state folder",
-        path: dirname(statePath),
-        hint: "pass --state FILE in a writable place, or run from a writable folder",
-      });
-    }
     const conn = await o.connect(global, o.env, logger, {
       gate,
       ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
@@ -427,9 +138,33 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
   }
 }
 
-/** Where `--sandbox` keeps the emulator's state for a run: beside the run's state. */
-export function sandboxStatePath(statePath: string): string {
-  return join(dirname(statePath), "sandbox.json");
+/**
+ * Located once, before anything is connected: the sandbox's state lives beside the run's. A
+ * manifest with errors is refused with its problems.
+ */
+async function locateForRun(
+  args: RunArgs,
+  cwd: string,
+): Promise<{ located: LocatedRun } | { refused: Outcome }> {
+  let found: Awaited<ReturnType<typeof locateRun>>;
+  try {
+    found = await locateRun({ manifest: args.manifest, cwd, ...(args.state ? { state: args.state } : {}) });
+  } catch (error) {
+    if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: args.manifest });
+    throw error;
+  }
+  if (!found.ok) return { refused: manifestOutcome(args.manifest, found.errors, found.warnings) };
+  const statePath = found.run.statePath;
+  try {
+    await mkdir(dirname(statePath), { recursive: true });
+  } catch (error) {
+    throw fsExit(error, {
+      action: "create the state folder",
+      path: dirname(statePath),
+      hint: "pass --state FILE in a writable place, or run from a writable folder",
+    });
+  }
+  return { located: found.run };
 }
 
 function manifestOutcome(path: string, errors: readonly Problem[], warnings: readonly Problem[]): Outcome {

@@ -2,7 +2,7 @@
 import { startSandbox } from "../../../sandbox/index.js";
 import { ExitError } from "../../errors.js";
 import type { Outcome } from "../../output.js";
-import type { SandboxArgs } from "./options.js";
+import type { SandboxArgs } from "./command.js";
 
 /**
  * Runs until SIGINT/SIGTERM: the first signal closes gracefully, a second exits at once. `ready`

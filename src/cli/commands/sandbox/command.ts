@@ -1,5 +1,6 @@
-// The flags of `clapper sandbox`, apart from the command so that --help does not load the emulator.
+// `clapper sandbox`: its flags and handler, apart from the emulator so that --help does not load it.
 import type { Argv } from "yargs";
+import { defineCommand } from "../../command.js";
 import type { AddOption } from "../../options.js";
 
 export interface SandboxArgs {
@@ -13,7 +14,7 @@ export interface SandboxArgs {
   "public-url"?: string;
 }
 
-export function sandboxOptions(yargs: Argv, option: AddOption): Argv<SandboxArgs> {
+function sandboxOptions(yargs: Argv, option: AddOption): Argv<SandboxArgs> {
   let y = option(yargs, "host", { type: "string", default: "127.0.0.1", describe: "address to listen on" });
   y = option(y, "port", {
     type: "number",
@@ -55,3 +56,16 @@ export function sandboxOptions(yargs: Argv, option: AddOption): Argv<SandboxArgs
   });
   return y as unknown as Argv<SandboxArgs>;
 }
+
+export const sandbox = defineCommand<SandboxArgs>({
+  command: "sandbox",
+  describe: "run the local emulator of the video and speech services",
+  builder: sandboxOptions,
+  async handler(args, rt) {
+    const { sandboxCommand } = await import("./index.js");
+    return sandboxCommand(args, rt.signal, (url) =>
+      // Scripts wait for exactly this first line (sandbox contract); with --json, its JSON twin.
+      rt.print(args.json ? JSON.stringify({ sandbox: { url } }) : `clapper sandbox listening on ${url}`),
+    );
+  },
+});

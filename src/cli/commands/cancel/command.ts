@@ -1,0 +1,42 @@
+// `clapper cancel MANIFEST`: its flags and handler.
+import { defineCommand } from "../../command.js";
+import { manifestArg, stateFlag } from "../flags.js";
+
+export const cancel = defineCommand<{ manifest: string; state?: string }>({
+  command: "cancel <manifest>",
+  describe: "cancel the run's tasks still in flight (the next run records what became of them)",
+  builder: (y, option) => stateFlag(manifestArg(y), option),
+  async handler(args, rt) {
+    const { cancelRun } = await import("./index.js");
+    const { sandboxStatePath } = await import("../run/state.js");
+    const { rows, never } = await cancelRun({
+      manifest: args.manifest,
+      cwd: process.cwd(),
+      state: args.state,
+      signal: rt.signal,
+      connect: async (located) =>
+        rt.tagged(
+          await rt.connect(args, rt.env, rt.logger(), {
+            ...(args.sandbox
+              ? { sandboxStateFile: args["sandbox-state"] ?? sandboxStatePath(located.statePath) }
+              : {}),
+          }),
+        ),
+    });
+    const text =
+      rows.length === 0
+        ? never
+          ? "no tasks in flight: the run was never made"
+          : "no tasks in flight"
+        : rows.map((r) => `${r.job} ${r.task_id}: ${r.status}`).join("\n");
+    const refused = rows.filter((r) => r.failed).length;
+    if (refused === 0) return { code: 0, json: rows, text };
+    // Some tasks go on running (and will be paid for): not a success for a script.
+    return {
+      code: 1,
+      json: rows,
+      text,
+      message: `${refused} of ${rows.length} tasks could not be cancelled`,
+    };
+  },
+});

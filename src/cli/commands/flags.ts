@@ -1,0 +1,22 @@
+// The positional and the flags that the commands of a manifest's run share (plan, run, status,
+// report, cancel), worded once so that their help reads the same.
+import type { Argv } from "yargs";
+import type { AddOption } from "../options.js";
+
+export function manifestArg<T>(y: Argv<T>) {
+  return y.positional("manifest", { type: "string", demandOption: true, describe: "YAML or CSV manifest" });
+}
+
+export function stateFlag<T>(y: Argv<T>, option: AddOption, what = "read"): Argv<T> {
+  return option(y, "state", {
+    type: "string",
+    describe: `the run's state file to ${what} (default: .clapper/NAME/state.jsonl beside the manifest)`,
+  });
+}
+
+export function outputFlag<T>(y: Argv<T>, option: AddOption, what: string): Argv<T> {
+  return option(y, "output", {
+    type: "string",
+    describe: `${what} output folder or s3://bucket/prefix (default: the manifest's output; a folder is relative to the current folder)`,
+  });
+}

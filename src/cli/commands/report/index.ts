@@ -1,0 +1,72 @@
+// `clapper report MANIFEST`: report.json, report.md and junit.xml written again from the run's state.
+import { acquireLock, LockHeldError } from "../../../engine/lock.js";
+import { buildReport, writeReports } from "../../../pipeline/report.js";
+import { outputs } from "../../../pipeline/run.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
+import { OutputError } from "../../../sinks/sink.js";
+import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { locate, neverRun, ownState, readState } from "../run/state.js";
+
+export async function rewriteReport(o: {
+  manifest: string;
+  cwd: string;
+  state?: string | undefined;
+  output?: string | undefined;
+  s3?: S3ClientOptions;
+  env: NodeJS.ProcessEnv;
+}) {
+  const located = await locate(o.manifest, o.cwd, o);
+  const { loaded, manifest, statePath } = located;
+  // Before any lock: a run never made has no folder to lock in, and nothing to report.
+  if (neverRun(await readState(statePath))) {
+    throw new ExitError(
+      2,
+      `no run of ${manifest.name} yet: nothing to report; run clapper run ${manifest.display} first`,
+    );
+  }
+  let lock: Awaited<ReturnType<typeof acquireLock>>;
+  try {
+    lock = await acquireLock(`${statePath}.lock`);
+  } catch (error) {
+    if (error instanceof LockHeldError) throw new ExitError(5, error.message);
+    if (isFsError(error)) {
+      throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
+    }
+    throw error;
+  }
+  try {
+    const state = await ownState(located);
+    const report = buildReport({
+      state,
+      jobs: loaded.jobs,
+      manifest: manifest.display,
+      name: manifest.name,
+      interrupted: state.run?.finished_at === undefined && state.run !== undefined,
+    });
+    // The same output as the run's: a folder, or S3.
+    const { sink } = outputs(
+      { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },
+      manifest,
+      o.cwd,
+    );
+    // The run appended the GitHub step summary already: writing the reports again does not append
+    // it a second time.
+    let uris: string[];
+    try {
+      uris = await writeReports(sink, report, o.env, { stepSummary: false });
+    } catch (error) {
+      if (isFsError(error)) {
+        throw fsExit(error, {
+          action: "write the reports in",
+          path: sink.uri("reports"),
+          hint: "give this user write access there, or pass --output DIR to write them elsewhere",
+        });
+      }
+      if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
+      throw error;
+    }
+    return { report, uris };
+  } finally {
+    await lock.release();
+  }
+}

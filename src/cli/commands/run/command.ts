@@ -1,0 +1,249 @@
+// `clapper run MANIFEST`: its flags, their checks, and the handler that hands them to the run.
+import type { MaxFailures } from "../../../pipeline/run.js";
+import { defineCommand } from "../../command.js";
+import { ExitError } from "../../errors.js";
+import type { OptionSpec } from "../../options.js";
+import { parseDeadline, parseMaxFailures } from "../../values.js";
+import { manifestArg, outputFlag, stateFlag } from "../flags.js";
+
+export interface RunArgs {
+  manifest: string;
+  output?: string | undefined;
+  staging?: string | undefined;
+  "s3-endpoint"?: string | undefined;
+  "s3-path-style"?: boolean | undefined;
+  "callback-url"?: string | undefined;
+  "callback-listen"?: string | undefined;
+  state?: string | undefined;
+  "max-points"?: number | undefined;
+  only?: string | undefined;
+  "retry-failed": boolean;
+  fresh: boolean;
+  "max-attempts": number;
+  rps: number;
+  "in-flight": number;
+  "poll-interval": number;
+  "sandbox-time-scale": number;
+  "break-lock": boolean;
+  "max-result-mb"?: number | undefined;
+  "allow-private-urls": boolean;
+  "give-up-after": number;
+  "max-failures"?: MaxFailures | undefined;
+  deadline?: Date | undefined;
+}
+
+/** `run`'s own flags, after --output and --state, in the order --help lists them. */
+const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
+  [
+    "staging",
+    {
+      type: "string",
+      describe: "s3://bucket/prefix for local materials (default: beside an S3 output; else Data URLs)",
+    },
+  ],
+  [
+    "callback-url",
+    {
+      type: "string",
+      describe: "public URL the video service posts status callbacks to (polling stays as a safety net)",
+    },
+  ],
+  [
+    "callback-listen",
+    {
+      type: "string",
+      describe:
+        "[HOST:]PORT the callback listener binds (default: the URL's host if it is this machine's address, else 127.0.0.1; the URL's port)",
+    },
+  ],
+  [
+    "s3-endpoint",
+    { type: "string", describe: "S3-compatible endpoint (default: the AWS SDK's configuration)" },
+  ],
+  [
+    "s3-path-style",
+    {
+      type: "boolean",
+      describe: "path-style S3 addressing (default: on with --s3-endpoint or AWS_ENDPOINT_URL_S3)",
+    },
+  ],
+  [
+    "max-points",
+    {
+      type: "number",
+      rule: { min: 0, integer: true, unit: "points" },
+      describe: "spend at most this many points in this run",
+    },
+  ],
+  ["only", { type: "string", describe: "comma-separated job or row ids (shot/s01,line/n02,s03)" }],
+  ["retry-failed", { type: "boolean", default: false, describe: "try failed and cancelled jobs again" }],
+  [
+    "fresh",
+    {
+      type: "boolean",
+      default: false,
+      describe: "forget earlier state and results; generate everything anew",
+    },
+  ],
+  [
+    "max-failures",
+    {
+      type: "value",
+      parse: (raw, name) => parseMaxFailures(raw, name),
+      describe: "stop submitting once N jobs failed, or P% of the jobs that ended (N or P%); exit 1",
+    },
+  ],
+  [
+    "deadline",
+    {
+      type: "value",
+      // Read against the clock when the flag is parsed: a duration counts from the start.
+      parse: (raw, name) => parseDeadline(raw, new Date(), name),
+      describe:
+        "stop at this time: a duration (90s, 45m, 2h, 1h30m) or a time with its zone (2026-11-25T06:00:00Z); state saved, exit 4",
+    },
+  ],
+  [
+    "max-attempts",
+    {
+      type: "number",
+      rule: { min: 1, integer: true },
+      default: 2,
+      describe: "attempts per job (a failed task is retried with a new key)",
+    },
+  ],
+  [
+    "rps",
+    {
+      type: "number",
+      rule: { min: 0.1 },
+      default: 10,
+      describe: "requests per second per service (adapts down on 429)",
+    },
+  ],
+  [
+    "in-flight",
+    { type: "number", rule: { min: 1, integer: true }, default: 32, describe: "tasks in flight per service" },
+  ],
+  [
+    "poll-interval",
+    {
+      type: "number",
+      rule: { min: 0.01, unit: "seconds" },
+      default: 1,
+      describe: "shortest wait in seconds between two looks at a task",
+    },
+  ],
+  [
+    "break-lock",
+    {
+      type: "boolean",
+      default: false,
+      describe: "take the run's lock even if another run seems to hold it (after a crash)",
+    },
+  ],
+  [
+    "max-result-mb",
+    {
+      type: "number",
+      rule: { min: 1, unit: "MiB" },
+      describe:
+        "largest result to download, in MiB (default: derived from each job's duration and resolution)",
+    },
+  ],
+  [
+    "allow-private-urls",
+    {
+      type: "boolean",
+      default: false,
+      describe: "download results from private and loopback addresses too (default: public only)",
+    },
+  ],
+  [
+    "give-up-after",
+    {
+      type: "number",
+      rule: { min: 0.1, unit: "seconds" },
+      default: 600,
+      describe: "seconds a task may stay unreadable before the run leaves it for the next run",
+    },
+  ],
+  [
+    "sandbox-time-scale",
+    {
+      type: "number",
+      rule: { min: 0, above: true },
+      default: 0.01,
+      hidden: true,
+      describe: "with --sandbox: multiplier for every simulated duration",
+    },
+  ],
+];
+
+export const run = defineCommand<RunArgs>({
+  command: "run <manifest>",
+  describe:
+    "render a manifest: budget checked, rate-limited, resumable; writes report.json, report.md, junit.xml",
+  builder(y, option) {
+    let b = outputFlag(manifestArg(y), option, "the run's");
+    b = stateFlag(b, option, "keep (resumed when it exists)");
+    for (const [name, spec] of RUN_FLAGS) b = option(b, name, spec);
+    return b;
+  },
+  check(args) {
+    // The same checks as the run makes, without a file or the network (parseCommandLine too).
+    if (args["callback-url"] || args["callback-listen"] !== undefined || args.only !== undefined) {
+      checkRunFlags(args);
+    }
+  },
+  async handler(args, rt) {
+    const { runCommand } = await import("./index.js");
+    return runCommand({
+      args,
+      global: args,
+      env: rt.env,
+      signal: rt.signal,
+      format: rt.format,
+      logger: (writeLine) => rt.logger(writeLine),
+      connect: rt.connect,
+    });
+  },
+});
+
+function checkRunFlags(args: { "callback-url"?: string; "callback-listen"?: string; only?: string }): void {
+  if (args["callback-listen"] !== undefined && !args["callback-url"]) {
+    throw new ExitError(
+      2,
+      "--callback-listen: only with --callback-url (the public URL the service posts to)",
+    );
+  }
+  if (args["callback-url"]) {
+    // The same parser as the run's (pure: no socket is opened).
+    const url = args["callback-url"];
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new ExitError(
+        2,
+        `--callback-url must be an absolute http or https URL, got ${JSON.stringify(url)}`,
+      );
+    }
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+      throw new ExitError(2, `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`);
+    }
+    const listen = args["callback-listen"];
+    const m = (listen ?? "").match(/^(?:(.+):)?(\d+)$/);
+    if (listen !== undefined && !m) {
+      throw new ExitError(2, `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`);
+    }
+    if (m && Number(m[2]) > 65535)
+      throw new ExitError(2, `--callback-listen port must be 0-65535, got ${m[2]}`);
+  }
+  if (args.only?.split(",").every((s) => s.trim() === "")) {
+    throw new ExitError(
+      2,
+      `--only: expected comma-separated job or row ids (shot/s01,line/n02,s03), got ${JSON.stringify(args.only)}`,
+    );
+  }
+}

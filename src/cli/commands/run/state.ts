@@ -1,0 +1,78 @@
+// A run's manifest and state as the commands beside `run` find and read them (status, report,
+// cancel), and where --sandbox keeps the emulator's state for a run.
+import { dirname, join } from "node:path";
+import { Journal } from "../../../engine/journal.js";
+import { applyRecord, initialState, type RunRecord, type RunState } from "../../../engine/state.js";
+import type { Problem } from "../../../manifest/problems.js";
+import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
+import { ExitError, fsExit, isFsError } from "../../errors.js";
+
+/**
+ * The run's manifest and state, found as `run` finds them: a manifest with errors has no state
+ * (exit 2 with its problems), and a state that belongs to another manifest is not read.
+ */
+export async function locate(
+  manifestPath: string,
+  cwd: string,
+  opts: { state?: string | undefined },
+): Promise<LocatedRun> {
+  let found: Awaited<ReturnType<typeof locateRun>>;
+  try {
+    found = await locateRun({ manifest: manifestPath, cwd, ...(opts.state ? { state: opts.state } : {}) });
+  } catch (error) {
+    if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: manifestPath });
+    throw error;
+  }
+  if (!found.ok) throw manifestExit(manifestPath, found.errors, found.warnings);
+  return found.run;
+}
+
+/** Exit 2 for a manifest with errors: the problems travel with it (JSON, annotations, stderr). */
+export function manifestExit(
+  path: string,
+  errors: readonly Problem[],
+  warnings: readonly Problem[],
+): ExitError {
+  const n = errors.length;
+  return new ExitError(2, `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was done`, {
+    problems: [...errors, ...warnings],
+  });
+}
+
+/** The state, checked to belong to this manifest. */
+export async function ownState(located: LocatedRun): Promise<RunState> {
+  const state = await readState(located.statePath);
+  const owner = checkOwner(state, located);
+  if (owner.refuse) throw new ExitError(2, owner.refuse);
+  return state;
+}
+
+/** Reads the state without writing to it: a run may be appending right now. A missing file is a run never made. */
+export async function readState(statePath: string): Promise<RunState> {
+  try {
+    return await Journal.read<RunState, RunRecord>({
+      path: statePath,
+      initial: initialState,
+      apply: applyRecord,
+    });
+  } catch (error) {
+    if (isFsError(error)) {
+      throw fsExit(error, {
+        action: "read the run's state",
+        path: statePath,
+        hint: error.code === "ENOTDIR" || error.code === "EISDIR" ? "pass --state FILE" : undefined,
+      });
+    }
+    throw error;
+  }
+}
+
+/** No run was ever made from this state: nothing was recorded. */
+export function neverRun(state: RunState): boolean {
+  return state.run === undefined && Object.keys(state.jobs).length === 0;
+}
+
+/** Where `--sandbox` keeps the emulator's state for a run: beside the run's state. */
+export function sandboxStatePath(statePath: string): string {
+  return join(dirname(statePath), "sandbox.json");
+}

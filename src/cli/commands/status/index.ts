@@ -1,0 +1,55 @@
+// `clapper status MANIFEST`: where the run stands, from its state (offline).
+import { buildReport, type Report } from "../../../pipeline/report.js";
+import { table } from "../../output.js";
+import { locate, neverRun, ownState } from "../run/state.js";
+
+/** `status` of a manifest never run: the report's shape, its jobs pending, `run.status` "not-run". */
+export type StatusReport = Omit<Report, "run"> & {
+  run: Omit<Report["run"], "status" | "started_at"> & {
+    status: Report["run"]["status"] | "not-run";
+    started_at: string | null;
+  };
+};
+
+export async function status(o: {
+  manifest: string;
+  cwd: string;
+  state?: string | undefined;
+}): Promise<StatusReport> {
+  const located = await locate(o.manifest, o.cwd, o);
+  const { loaded, manifest } = located;
+  const state = await ownState(located);
+  const report = buildReport({
+    state,
+    jobs: loaded.jobs,
+    manifest: manifest.display,
+    name: manifest.name,
+    interrupted: state.run?.finished_at === undefined && state.run !== undefined,
+  });
+  if (!neverRun(state)) return report;
+  return {
+    ...report,
+    run: { ...report.run, status: "not-run", started_at: null, finished_at: null },
+    note: `not run yet: clapper run ${manifest.display} starts it`,
+  };
+}
+
+export function renderStatus(r: StatusReport): string {
+  const c = r.counts;
+  const head =
+    r.run.status === "not-run"
+      ? `run ${r.run.name}: not run yet (${c.total} jobs planned; clapper run ${r.run.manifest} starts it)`
+      : `run ${r.run.name}: ${r.run.status} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`;
+  return [
+    head,
+    "",
+    table(r.jobs, [
+      { header: "JOB", value: (j) => j.id },
+      { header: "KIND", value: (j) => j.kind },
+      { header: "STATUS", value: (j) => j.status },
+      { header: "POINTS", value: (j) => j.points, align: "right" },
+      { header: "TASK", value: (j) => j.task_id },
+      { header: "OUTPUT / ERROR", value: (j) => j.output?.uri ?? j.error?.message },
+    ]),
+  ].join("\n");
+}
