@@ -2,7 +2,7 @@
 // a snapshot handed over at every change, only when someone listens (the display throttles its own
 // redraws). Synchronous on purpose: a listener sees each change before the run goes on.
 import type { JobState } from "../engine/state.js";
-import type { Phase, Progress } from "./run.js";
+import type { Phase, Progress } from "./types.js";
 
 type Status = JobState["status"];
 type Kind = "video" | "speech";
