@@ -5,6 +5,7 @@ import { ExitError } from "../../errors.js";
 import type { OptionSpec } from "../../options.js";
 import { parseDeadline, parseMaxFailures } from "../../values.js";
 import { manifestArg, outputFlag, stateFlag } from "../flags.js";
+import { callbackOptions } from "./callback.js";
 
 export interface RunArgs {
   manifest: string;
@@ -217,29 +218,8 @@ function checkRunFlags(args: { "callback-url"?: string; "callback-listen"?: stri
       "--callback-listen: only with --callback-url (the public URL the service posts to)",
     );
   }
-  if (args["callback-url"]) {
-    // The same parser as the run's (pure: no socket is opened).
-    const url = args["callback-url"];
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new ExitError(
-        2,
-        `--callback-url must be an absolute http or https URL, got ${JSON.stringify(url)}`,
-      );
-    }
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-      throw new ExitError(2, `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`);
-    }
-    const listen = args["callback-listen"];
-    const m = (listen ?? "").match(/^(?:(.+):)?(\d+)$/);
-    if (listen !== undefined && !m) {
-      throw new ExitError(2, `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`);
-    }
-    if (m && Number(m[2]) > 65535)
-      throw new ExitError(2, `--callback-listen port must be 0-65535, got ${m[2]}`);
-  }
+  // The same parser as the run's (pure: no socket is opened).
+  if (args["callback-url"]) callbackOptions(args["callback-url"], args["callback-listen"]);
   if (args.only?.split(",").every((s) => s.trim() === "")) {
     throw new ExitError(
       2,

@@ -1,8 +1,6 @@
 // `clapper run MANIFEST`: the run itself, from its flags to its outcome.
 
 import { mkdir } from "node:fs/promises";
-import { isIP } from "node:net";
-import { networkInterfaces } from "node:os";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { ServiceGate } from "../../../engine/limiter.js";
@@ -10,11 +8,15 @@ import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { type Progress, type RunOutcome, run } from "../../../pipeline/run.js";
 import type { ConnectionArgs, connect } from "../../config.js";
-import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { fsExit, isFsError } from "../../errors.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
+import { callbackOptions } from "./callback.js";
 import type { RunArgs } from "./command.js";
+
+export { callbackOptions };
+
 import { sandboxStatePath } from "./state.js";
 
 export function renderOutcome(o: RunOutcome): string {
@@ -201,44 +203,4 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
     ...(message ? { message } : {}),
     ...(warnings.length > 0 ? { problems: warnings } : {}),
   };
-}
-
-/**
- * Where the callback listener binds when not told: the URL's own address when it is one of this
- * machine's, else loopback (a tunnel or proxy forwards to it). Never every address by default: the
- * listener would answer the whole network.
- */
-function defaultListenHost(hostname: string): string {
-  const host = hostname.replace(/^\[|\]$/g, "");
-  if (isIP(host)) {
-    const mine = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
-    if (mine.includes(host)) return host;
-  }
-  return "127.0.0.1";
-}
-
-/** `--callback-url` and `--callback-listen [HOST:]PORT` (default: the URL's address if local, else loopback; the URL's port). */
-export function callbackOptions(
-  url: string,
-  listen: string | undefined,
-): { url: string; listen: { host: string; port: number } } {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new ExitError(
-      2,
-      `--callback-url must be an absolute http or https URL, got ${JSON.stringify(url)}`,
-    );
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    throw new ExitError(2, `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`);
-  }
-  const m = (listen ?? "").match(/^(?:(.+):)?(\d+)$/);
-  if (listen !== undefined && !m)
-    throw new ExitError(2, `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`);
-  const port = m ? Number(m[2]) : Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80));
-  if (!(port >= 0 && port <= 65535))
-    throw new ExitError(2, `--callback-listen port must be 0-65535, got ${port}`);
-  return { url, listen: { host: m?.[1] ?? defaultListenHost(parsed.hostname), port } };
 }
