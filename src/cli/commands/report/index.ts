@@ -1,11 +1,11 @@
 // `clapper report MANIFEST`: report.json, report.md and junit.xml written again from the run's state.
 import { acquireLock, LockHeldError } from "../../../engine/lock.js";
-import { buildReport, writeReports } from "../../../pipeline/report.js";
+import { writeReports } from "../../../pipeline/report.js";
 import { outputs } from "../../../pipeline/run.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
-import { locate, neverRun, ownState, readState } from "../run/state.js";
+import { locate, neverRun, ownState, readState, reportFromState } from "../run/state.js";
 
 export async function rewriteReport(o: {
   manifest: string;
@@ -16,7 +16,7 @@ export async function rewriteReport(o: {
   env: NodeJS.ProcessEnv;
 }) {
   const located = await locate(o.manifest, o.cwd, o);
-  const { loaded, manifest, statePath } = located;
+  const { manifest, statePath } = located;
   // Before any lock: a run never made has no folder to lock in, and nothing to report.
   if (neverRun(await readState(statePath))) {
     throw new ExitError(
@@ -36,13 +36,7 @@ export async function rewriteReport(o: {
   }
   try {
     const state = await ownState(located);
-    const report = buildReport({
-      state,
-      jobs: loaded.jobs,
-      manifest: manifest.display,
-      name: manifest.name,
-      interrupted: state.run?.finished_at === undefined && state.run !== undefined,
-    });
+    const report = reportFromState(located, state);
     // The same output as the run's: a folder, or S3.
     const { sink } = outputs(
       { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },

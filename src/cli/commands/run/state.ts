@@ -5,6 +5,7 @@ import { Journal } from "../../../engine/journal.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../../../engine/state.js";
 import type { Problem } from "../../../manifest/problems.js";
 import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
+import { buildReport, type Report } from "../../../pipeline/report.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 
 /**
@@ -75,4 +76,15 @@ export function neverRun(state: RunState): boolean {
 /** Where `--sandbox` keeps the emulator's state for a run: beside the run's state. */
 export function sandboxStatePath(statePath: string): string {
   return join(dirname(statePath), "sandbox.json");
+}
+
+/** The report of a run as its state stands (status, report): interrupted when it began and never finished. */
+export function reportFromState(located: LocatedRun, state: RunState): Report {
+  return buildReport({
+    state,
+    jobs: located.loaded.jobs,
+    manifest: located.manifest.display,
+    name: located.manifest.name,
+    interrupted: state.run?.finished_at === undefined && state.run !== undefined,
+  });
 }

@@ -1,7 +1,7 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
-import { buildReport, type Report } from "../../../pipeline/report.js";
+import type { Report } from "../../../pipeline/report.js";
 import { table } from "../../output.js";
-import { locate, neverRun, ownState } from "../run/state.js";
+import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
 
 /** `status` of a manifest never run: the report's shape, its jobs pending, `run.status` "not-run". */
 export type StatusReport = Omit<Report, "run"> & {
@@ -17,20 +17,13 @@ export async function status(o: {
   state?: string | undefined;
 }): Promise<StatusReport> {
   const located = await locate(o.manifest, o.cwd, o);
-  const { loaded, manifest } = located;
   const state = await ownState(located);
-  const report = buildReport({
-    state,
-    jobs: loaded.jobs,
-    manifest: manifest.display,
-    name: manifest.name,
-    interrupted: state.run?.finished_at === undefined && state.run !== undefined,
-  });
+  const report = reportFromState(located, state);
   if (!neverRun(state)) return report;
   return {
     ...report,
     run: { ...report.run, status: "not-run", started_at: null, finished_at: null },
-    note: `not run yet: clapper run ${manifest.display} starts it`,
+    note: `not run yet: clapper run ${located.manifest.display} starts it`,
   };
 }
 
