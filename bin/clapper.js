@@ -62,13 +62,38 @@ import("../dist/cli/main.js").then(
   ({ main }) => {
     // From here main() listens itself (it installs its handlers before its first await).
     handedOver = true;
-    return main(process.argv.slice(2), { earlySignal: early.signal }).then((code) => {
-      process.exitCode = code;
-      over = true;
-    }, internal);
+    return main(process.argv.slice(2), { earlySignal: early.signal }).then(
+      (code) => leave(code),
+      (error) => {
+        internal(error);
+        leave(70);
+      },
+    );
   },
-  (error) =>
+  (error) => {
     internal(
       new Error(`cannot load the compiled CLI (dist/): ${error?.message ?? error}; run npm run build`),
-    ),
+    );
+    leave(70);
+  },
 );
+
+/**
+ * Everything is done (main() awaited its work, its state and its writes; stdout and stderr are
+ * synchronous on pipes and files): leave now. A natural exit closes Node's signal watchers one by
+ * one while it tears down, for 5 to 20 ms, and a SIGTERM in that window killed the process by the
+ * signal, losing the exit code a script or `docker stop` relies on.
+ */
+function leave(code) {
+  process.exitCode = code;
+  over = true;
+  // Pipes are asynchronous on some systems (macOS): the last lines go out first (an empty write
+  // calls back once what was queued before it is flushed), for at most 5 s.
+  let pending = 2;
+  const done = () => {
+    if (--pending === 0) process.exit(code);
+  };
+  setTimeout(() => process.exit(code), 5000);
+  process.stdout.write("", done);
+  process.stderr.write("", done);
+}

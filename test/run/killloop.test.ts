@@ -229,7 +229,13 @@ async function campaignOf(
           ...(term ? { on: once, onDelayMs: ms, killAfterMs: ms + 20_000 } : { killAfterMs: ms }),
         }).done;
         if (term)
-          expect([0, 1, 4], `${log.label}: exit ${r.code}: ${r.messages.join("\n")}`).toContain(r.code);
+          expect(
+            [0, 1, 4],
+            `${log.label}: exit ${r.code ?? r.signal} after ${r.ms} ms (SIGTERM at ${ms} ms after the first event, at ${r.firstEventMs} ms): ${r.messages.join("\n")}\nlast events: ${r.events
+              .slice(-12)
+              .map((e) => JSON.stringify(e))
+              .join("\n")}`,
+          ).toContain(r.code);
         finished = r.signal !== "SIGKILL" && r.code !== 4;
         const how = term ? "terminated" : "killed";
         log.runs.push(finished ? `${step.command} exit ${r.code}` : `${step.command} ${how} at ${ms} ms`);

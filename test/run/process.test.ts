@@ -168,6 +168,31 @@ describe("signals", () => {
   });
 });
 
+describe("a signal while the process leaves", () => {
+  // A natural exit closes Node's signal watchers one by one while it tears down (5 to 20 ms on
+  // these machines), and a SIGTERM then killed the process by the signal: no exit code for the
+  // script or `docker stop` that sent it. Before the fix, 5 of these 8 delays died by SIGTERM.
+  it("a SIGTERM 0 to 30 ms after the run's last log line keeps the run's exit code", {
+    timeout: 60_000,
+  }, async () => {
+    const ws = await workspace(`proc-${++counter}-leaving`);
+    try {
+      const outcomes: string[] = [];
+      for (const delay of [0, 2, 5, 10, 15, 20, 25, 30]) {
+        // Each run after the first has nothing to do: it ends with 0 within a few milliseconds.
+        const r = await run(ws, {
+          on: (e) => (e.event === "run-finished" ? "SIGTERM" : undefined),
+          ...(delay > 0 ? { onDelayMs: delay } : {}),
+        }).done;
+        outcomes.push(`${delay} ms: ${r.code ?? r.signal}`);
+      }
+      expect(outcomes).toEqual([0, 2, 5, 10, 15, 20, 25, 30].map((d) => `${d} ms: 0`));
+    } finally {
+      await ws.remove();
+    }
+  });
+});
+
 describe("signals during a download", () => {
   it("SIGINT while a 30 MiB result downloads: the next run downloads it again, no second task", {
     timeout: 40_000,
