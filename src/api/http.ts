@@ -68,8 +68,11 @@ const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
  * 429. The engine's per-service limiter implements it; the layer works without one.
  */
 export interface RequestGate {
-  /** `signal` aborts the wait for a turn as well as the attempt. */
-  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T>;
+  /**
+   * `signal` aborts the wait for a turn as well as the attempt. `method` tells reads (GET) from
+   * writes, which a gate may order differently.
+   */
+  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal, method?: string): Promise<T>;
   rateLimited(path: string, retryAfterMs: number | undefined): void;
 }
 
@@ -303,7 +306,7 @@ export class HttpClient {
         return attempt(n, AbortSignal.any(signals), started);
       };
       try {
-        return await (this.gate && mode.gated ? this.gate.run(where.path, go, waitSignal()) : go());
+        return await (this.gate && mode.gated ? this.gate.run(where.path, go, waitSignal(), where.method) : go());
       } catch (error) {
         if (!(error instanceof ClapperApiError)) {
           const code = errorCode(error);

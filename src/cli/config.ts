@@ -1,5 +1,6 @@
 // Where the services are and which key to use: defaults, then environment, then flags, resolved
 // in this one place. `--sandbox` replaces all of it with an in-process emulator.
+
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { RequestGate } from "../api/http.js";
@@ -10,6 +11,7 @@ import {
   type HttpClientOptions,
   type Logger,
 } from "../api/index.js";
+import { accountId } from "../engine/rates.js";
 import { FILE_LIMITS, FileError, readRegularFile } from "../manifest/files.js";
 import type { Sandbox } from "../sandbox/index.js";
 import { ExitError, fsExit, tagService } from "./errors.js";
@@ -23,6 +25,8 @@ export interface ConnectionArgs {
 
 export interface Connection extends Clients {
   baseUrl: string;
+  /** Names the account without its key (a hash of the address and the key): for remembered rates. */
+  account: string;
   /** Set when `--sandbox` started an emulator; closed with the connection. */
   sandbox?: Sandbox;
 }
@@ -161,6 +165,8 @@ async function connectSandbox(extras: ConnectExtras, common: CommonOptions): Pro
   return {
     ...clients,
     baseUrl: sandbox.url,
+    // The emulator's port changes from run to run; its (absent) limit does not.
+    account: "local-sandbox",
     sandbox,
     async close() {
       await clients.close();
@@ -213,7 +219,7 @@ async function connectService(
     );
   }
   const clients = createClients({ baseUrl, apiKey, ...common });
-  return { ...clients, baseUrl };
+  return { ...clients, baseUrl, account: accountId(baseUrl, apiKey) };
 }
 
 /**

@@ -159,3 +159,22 @@ export function parseChoice<T extends string>(name: string, raw: unknown, choice
   if ((choices as readonly string[]).includes(text)) return text as T;
   throw new ValueError(`${name}: expected one of ${choices.join(", ")}, got ${got(raw)}`);
 }
+
+/** `--rps`: the ceiling of the rate found as the run goes, or `fixed:N` for a rate that never moves. */
+export interface RpsValue {
+  rps: number;
+  fixed: boolean;
+}
+
+/** `--rps N` (a ceiling, N >= 0.1) or `--rps fixed:N` (exactly N requests a second). */
+export function parseRps(raw: unknown, name = "--rps"): RpsValue {
+  const text = typeof raw === "string" ? raw.trim() : String(raw);
+  const fixed = /^fixed:/i.test(text);
+  const number = fixed ? text.slice("fixed:".length) : text;
+  if (!NUMBER.test(number.trim())) {
+    throw new ValueError(
+      `${name}: expected a number of requests per second >= 0.1 (a ceiling, like 20) or fixed:N (a rate that never moves, like fixed:5), got ${got(raw)}`,
+    );
+  }
+  return { rps: parseNumber(name, number, { min: 0.1 }), fixed };
+}

@@ -1,122 +1,256 @@
-// Limits per service: requests per second (bottleneck) and tasks in flight (p-limit around each
-// job's whole life). The specs state no rate limits, so the rate adapts: a burst of 429s slows it
-// once (x0.6) and pauses the queue for Retry-After; about a second of successes speeds it up again
-// (x1.25), never above the configured rate.
-import { setTimeout as sleep } from "node:timers/promises";
-import Bottleneck from "bottleneck";
+// Limits per account and service: requests paced at a rate found as the run goes (rate.ts), and
+// tasks in flight per service (p-limit around each job's whole life).
+//
+// Requests come in two lanes. Reads (a due poll, a list page, the balance) and writes (a create, an
+// upload) share the rate; when both wait, a read goes after at most READ_EVERY - 1 writes, so a due
+// poll is never starved by a queue of creates and creates keep nine slots in ten. When no write
+// waits, reads take every slot. Hand-written rather than bottleneck: bottleneck has strict
+// priorities (a busy tracker would starve creates), fixes a job's start time when it queues (a
+// Retry-After that comes later cannot move it), and its queue cannot be left by an abort.
 import pLimit, { type LimitFunction } from "p-limit";
-import { AbortedError } from "../api/errors.js";
+import { AbortedError, RateLimitError } from "../api/errors.js";
 import type { RequestGate } from "../api/http.js";
+import { DEFAULT_CEILING_RPS, RateController, type RateSettings, type RememberedRate } from "./rate.js";
 
 export interface ServiceLimits {
-  /** Highest request rate to use; the adaptive rate never goes above it. */
+  /** Highest request rate to use (`--rps`); the rate found never goes above it. */
   rps: number;
+  /** `--rps fixed:N`: the rate is `rps` and never moves. */
+  fixed?: boolean;
   /** Tasks created and not yet ended, at most. */
   inFlight: number;
 }
 
-const MIN_RPS = 0.5;
-const BLOCKED = Symbol("blocked");
+/**
+ * Whether the service limits requests per API key (both services share one rate) or per service.
+ * The specs do not say; the sandbox limits per key, as API gateways commonly do, and sharing is
+ * the safe reading: see the README ("Rate limits") for the measurements behind the default.
+ */
+export type RateScope = "key" | "service";
 
-async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  try {
-    await sleep(ms, undefined, signal ? { signal } : undefined);
-  } catch {
-    throw new AbortedError("aborted while waiting for a request slot");
-  }
+export type Lane = "read" | "write";
+
+/** One read in this many slots while writes wait. */
+const READ_EVERY = 10;
+
+interface Waiter {
+  lane: Lane;
+  go: () => void;
+  fail: (error: Error) => void;
 }
 
-export class ServiceLimiter {
-  readonly tasks: LimitFunction;
-  private readonly requests: Bottleneck;
-  private rps: number;
-  private blockedUntil = 0;
-  private last429 = 0;
-  private successes = 0;
+/** Gives out turns to send, paced by its controller, in two lanes. */
+export class PacedQueue {
+  private readonly waiting: Record<Lane, Waiter[]> = { read: [], write: [] };
+  private nextAt = 0;
+  private writesSinceRead = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
-  constructor(
-    readonly name: string,
-    private readonly limits: ServiceLimits,
-  ) {
-    this.rps = limits.rps;
-    this.requests = new Bottleneck({ minTime: Math.ceil(1000 / limits.rps) });
-    this.tasks = pLimit(limits.inFlight);
+  constructor(readonly rate: RateController) {}
+
+  /** Waits for a turn; an abort while waiting leaves the queue without sending. */
+  turn(lane: Lane, signal?: AbortSignal): Promise<void> {
+    if (this.stopped) return Promise.reject(new AbortedError("the run's requests were stopped"));
+    if (signal?.aborted) return Promise.reject(new AbortedError("aborted while waiting for a request slot"));
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        const queue = this.waiting[lane];
+        const at = queue.indexOf(waiter);
+        if (at >= 0) queue.splice(at, 1);
+        reject(new AbortedError("aborted while waiting for a request slot"));
+      };
+      const waiter: Waiter = {
+        lane,
+        go: () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+        fail: (error) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiting[lane].push(waiter);
+      this.pump();
+    });
   }
 
-  get currentRps(): number {
-    return this.rps;
+  /** Requests waiting for their turn, by lane. */
+  backlog(): Record<Lane, number> {
+    return { read: this.waiting.read.length, write: this.waiting.write.length };
   }
 
-  /** Runs one attempt in its turn; an abort while waiting gives the turn up without sending. */
-  async run<T>(attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  /** The service said "later": the queue waits until then (the controller knows until when). */
+  paused(): void {
+    this.pump();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    for (const w of [...this.waiting.read, ...this.waiting.write]) {
+      w.fail(new AbortedError("the run's requests were stopped"));
+    }
+    this.waiting.read = [];
+    this.waiting.write = [];
+  }
+
+  private pump(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
     for (;;) {
-      const wait = this.blockedUntil - Date.now();
-      if (wait > 0) await pause(wait, signal);
-      // Bottleneck fixes each job's start time when it queues, so a job that comes up while the
-      // service has said "wait" gives its turn back and queues again after the wait.
-      const outcome = await this.requests.schedule(async () => {
-        if (signal?.aborted) throw new AbortedError("aborted while waiting for a request slot");
-        if (this.blockedUntil > Date.now()) return BLOCKED;
-        return { value: await attempt() };
-      });
-      if (outcome === BLOCKED) continue;
-      // Speed up only after a second's worth of successes and two quiet seconds: no see-saw.
-      const quiet = Date.now() - this.last429 > 2000;
-      if (++this.successes >= Math.max(5, Math.ceil(this.rps)) && quiet && this.rps < this.limits.rps) {
-        this.successes = 0;
-        this.setRps(Math.min(this.limits.rps, this.rps * 1.25));
+      if (this.waiting.read.length + this.waiting.write.length === 0) return;
+      const now = Date.now();
+      const at = Math.max(this.nextAt, this.rate.pausedUntil);
+      if (at > now) {
+        this.timer = setTimeout(() => this.pump(), at - now);
+        return;
       }
-      return outcome.value;
+      const waiter = this.pick();
+      // No credit for idle time: after a quiet spell the next slot is now, not a burst.
+      this.nextAt = Math.max(this.nextAt, now - 1) + 1000 / this.rate.current;
+      this.rate.send(now);
+      if (this.waiting.read.length + this.waiting.write.length > 0) this.rate.busy(now);
+      waiter.go();
     }
   }
 
-  rateLimited(retryAfterMs: number | undefined): void {
-    this.successes = 0;
-    const now = Date.now();
-    this.last429 = now;
-    // The 429s of requests sent before the first one came back are one signal, not many.
-    if (now >= this.blockedUntil) this.setRps(Math.max(MIN_RPS, this.rps * 0.6));
-    this.blockedUntil = Math.max(this.blockedUntil, now + (retryAfterMs ?? 1000));
+  private pick(): Waiter {
+    const { read, write } = this.waiting;
+    const readTurn = read.length > 0 && (write.length === 0 || this.writesSinceRead >= READ_EVERY - 1);
+    if (readTurn) {
+      this.writesSinceRead = 0;
+      return read.shift() as Waiter;
+    }
+    this.writesSinceRead += 1;
+    return write.shift() as Waiter;
+  }
+}
+
+/** One service's in-flight limit and the queue its requests wait in (shared under the key scope). */
+export class ServiceLimiter {
+  readonly tasks: LimitFunction;
+
+  constructor(
+    readonly name: string,
+    readonly queue: PacedQueue,
+    inFlight: number,
+  ) {
+    this.tasks = pLimit(inFlight);
   }
 
-  private setRps(rps: number): void {
-    this.rps = rps;
-    this.requests.updateSettings({ minTime: Math.ceil(1000 / rps) });
+  get currentRps(): number {
+    return this.queue.rate.current;
   }
 
-  async stop(): Promise<void> {
-    await this.requests.stop({ dropWaitingJobs: true }).catch(() => undefined);
+  /** Runs one attempt in its turn; an abort while waiting gives the turn up without sending. */
+  async run<T>(attempt: () => Promise<T>, signal?: AbortSignal, lane: Lane = "write"): Promise<T> {
+    await this.queue.turn(lane, signal);
+    const sentAt = Date.now();
+    try {
+      const value = await attempt();
+      this.queue.rate.accept(Date.now());
+      return value;
+    } catch (error) {
+      if (error instanceof RateLimitError) {
+        this.queue.rate.limit(Date.now(), error.retryAfterMs, sentAt);
+        this.queue.paused();
+      } else if (hasStatus(error)) {
+        // An answer that is not a 429 was counted by the service all the same; no answer was not.
+        this.queue.rate.accept(Date.now());
+      }
+      throw error;
+    }
   }
+}
+
+function hasStatus(error: unknown): boolean {
+  return typeof (error as { status?: unknown })?.status === "number";
+}
+
+export interface GateOptions {
+  scope?: RateScope;
+  /** Rates remembered from the last run on this account, by scope name (`key`, `video`, `speech`). */
+  remembered?: Partial<Record<string, RememberedRate>>;
 }
 
 /** One limiter per service, chosen by path: `/vid/` for video, `/audio/` for speech. */
 export class ServiceGate implements RequestGate {
   readonly video: ServiceLimiter;
   readonly speech: ServiceLimiter;
+  readonly scope: RateScope;
 
-  constructor(limits: { video: ServiceLimits; speech: ServiceLimits }) {
-    this.video = new ServiceLimiter("video", limits.video);
-    this.speech = new ServiceLimiter("speech", limits.speech);
+  constructor(limits: { video: ServiceLimits; speech: ServiceLimits }, options: GateOptions = {}) {
+    this.scope = options.scope ?? "key";
+    const queue = (l: ServiceLimits, name: string) =>
+      new PacedQueue(new RateController(rateSettings(l, options.remembered?.[name])));
+    if (this.scope === "key") {
+      // One rate for the key: the larger of the two ceilings (the CLI gives both the same).
+      const shared = queue({ ...limits.video, rps: Math.max(limits.video.rps, limits.speech.rps) }, "key");
+      this.video = new ServiceLimiter("video", shared, limits.video.inFlight);
+      this.speech = new ServiceLimiter("speech", shared, limits.speech.inFlight);
+    } else {
+      this.video = new ServiceLimiter("video", queue(limits.video, "video"), limits.video.inFlight);
+      this.speech = new ServiceLimiter("speech", queue(limits.speech, "speech"), limits.speech.inFlight);
+    }
   }
 
   private pick(path: string): ServiceLimiter {
     return path.startsWith("/audio/") ? this.speech : this.video;
   }
 
-  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    return this.pick(path).run(attempt, signal);
+  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal, method = "POST"): Promise<T> {
+    return this.pick(path).run(attempt, signal, method === "GET" ? "read" : "write");
   }
 
-  /**
-   * The specs do not say whether limits are per key or per service; one API key serves both, so a
-   * 429 from either slows and pauses both.
-   */
-  rateLimited(_path: string, retryAfterMs: number | undefined): void {
-    this.video.rateLimited(retryAfterMs);
-    this.speech.rateLimited(retryAfterMs);
+  /** Nothing to do: each limiter sees its 429s itself, with the moment the request left. */
+  rateLimited(_path: string, _retryAfterMs: number | undefined): void {}
+
+  /** Starts from the rates the last run on this account found, by scope name (before any request). */
+  resume(remembered: Partial<Record<string, RememberedRate>>): void {
+    const named =
+      this.scope === "key"
+        ? ([["key", this.video]] as const)
+        : ([
+            ["video", this.video],
+            ["speech", this.speech],
+          ] as const);
+    for (const [name, limiter] of named) {
+      const r = remembered[name];
+      if (r) limiter.queue.rate.resume(r);
+    }
+  }
+
+  /** The rates to remember for the next run on this account, by scope name. */
+  remember(): Record<string, RememberedRate> {
+    if (this.scope === "key") return { key: this.video.queue.rate.remember() };
+    return { video: this.video.queue.rate.remember(), speech: this.speech.queue.rate.remember() };
+  }
+
+  /** Requests let go, over both services. */
+  requests(): number {
+    const rates = new Set([this.video.queue.rate, this.speech.queue.rate]);
+    return [...rates].reduce((n, r) => n + r.sent, 0);
+  }
+
+  /** 429s met, over both services. */
+  limitedCount(): number {
+    const rates = new Set([this.video.queue.rate, this.speech.queue.rate]);
+    return [...rates].reduce((n, r) => n + r.limited, 0);
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.video.stop(), this.speech.stop()]);
+    this.video.queue.stop();
+    this.speech.queue.stop();
   }
+}
+
+function rateSettings(l: ServiceLimits, remembered: RememberedRate | undefined): RateSettings {
+  return {
+    ceiling: Number.isFinite(l.rps) && l.rps > 0 ? l.rps : DEFAULT_CEILING_RPS,
+    ...(l.fixed ? { fixed: true } : {}),
+    ...(remembered ? { initial: remembered } : {}),
+  };
 }

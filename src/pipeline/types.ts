@@ -7,6 +7,7 @@ import type { Clients } from "../api/index.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import type { ServiceLimits } from "../engine/limiter.js";
 import type { Lock, LockOptions } from "../engine/lock.js";
+import { DEFAULT_CEILING_RPS } from "../engine/rate.js";
 import type { MaterialStager } from "../engine/staging.js";
 import type { RunRecord, RunState } from "../engine/state.js";
 import type { TrackOptions } from "../engine/tracker.js";
@@ -156,7 +157,17 @@ export interface RunOutcome {
   pollRequests?: number;
 }
 
+/**
+ * Tasks in flight per service. The services queue tasks themselves, so the cap is not about them:
+ * it bounds what this process holds open. A job in flight holds at most a socket and a file while
+ * its result streams (and a few kilobytes of memory), so 2 services x 128 jobs x 2 stay at 512
+ * descriptors, half the common soft limit of 1,024. Points at risk need no cap of their own: the
+ * whole run's cost is admitted before the first create, and a killed run's tasks are resumed and
+ * collected, not lost.
+ */
+export const DEFAULT_IN_FLIGHT = 128;
+
 export const DEFAULT_LIMITS = {
-  video: { rps: 10, inFlight: 32 },
-  speech: { rps: 10, inFlight: 32 },
+  video: { rps: DEFAULT_CEILING_RPS, inFlight: DEFAULT_IN_FLIGHT },
+  speech: { rps: DEFAULT_CEILING_RPS, inFlight: DEFAULT_IN_FLIGHT },
 } as const satisfies { video: ServiceLimits; speech: ServiceLimits };

@@ -8,7 +8,7 @@ import { classify, fsExit, fsReason } from "../../src/cli/errors.js";
 import { bugsUrl, parseCommandLine } from "../../src/cli/main.js";
 import { envName } from "../../src/cli/options.js";
 import { escapeData, escapeProperty, workflowCommand } from "../../src/cli/output.js";
-import { parseDeadline, parseDuration, parseMaxFailures, parseNumber } from "../../src/cli/values.js";
+import { parseDeadline, parseDuration, parseMaxFailures, parseNumber, parseRps } from "../../src/cli/values.js";
 
 const NOW = new Date("2026-11-24T22:00:00Z");
 
@@ -300,5 +300,24 @@ describe("errors to exit codes", () => {
       "https://github.com/o/clapper/issues",
     );
     expect(bugsUrl({})).toBe("the issue tracker of the clapper repository");
+  });
+});
+
+describe("--rps N|fixed:N", () => {
+  it("takes a ceiling, or fixed:N for a rate that never moves", () => {
+    expect(parseRps("20")).toEqual({ rps: 20, fixed: false });
+    expect(parseRps("0.5")).toEqual({ rps: 0.5, fixed: false });
+    expect(parseRps("fixed:5")).toEqual({ rps: 5, fixed: true });
+    expect(parseRps(" FIXED:2.5 ")).toEqual({ rps: 2.5, fixed: true });
+  });
+
+  it("refuses anything else, quoting what it got", () => {
+    expect(() => parseRps("fast")).toThrow(
+      '--rps: expected a number of requests per second >= 0.1 (a ceiling, like 20) or fixed:N (a rate that never moves, like fixed:5), got "fast"',
+    );
+    expect(() => parseRps("fixed:")).toThrow(/got "fixed:"/);
+    expect(() => parseRps("0")).toThrow('--rps: expected a number >= 0.1, got "0"');
+    expect(() => parseRps("fixed:0.01", "CLAPPER_RPS")).toThrow('CLAPPER_RPS: expected a number >= 0.1, got "0.01"');
+    expect(() => parseRps("max:5")).toThrow(/got "max:5"/);
   });
 });

@@ -1,9 +1,10 @@
 // `clapper run MANIFEST`: its flags, their checks, and the handler that hands them to the run.
-import type { MaxFailures } from "../../../pipeline/run.js";
+import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
+import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../pipeline/run.js";
 import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import type { OptionSpec } from "../../options.js";
-import { parseDeadline, parseMaxFailures } from "../../values.js";
+import { parseDeadline, parseMaxFailures, parseRps, type RpsValue } from "../../values.js";
 import { manifestArg, outputFlag, stateFlag } from "../flags.js";
 import { callbackOptions } from "./callback.js";
 
@@ -21,7 +22,8 @@ export interface RunArgs {
   "retry-failed": boolean;
   fresh: boolean;
   "max-attempts": number;
-  rps: number;
+  rps?: RpsValue | undefined;
+  "rate-scope": "key" | "service";
   "in-flight": number;
   "poll-interval": number;
   "sandbox-time-scale": number;
@@ -116,15 +118,28 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
   [
     "rps",
     {
-      type: "number",
-      rule: { min: 0.1 },
-      default: 10,
-      describe: "requests per second per service (adapts down on 429)",
+      type: "value",
+      parse: (raw, name) => parseRps(raw, name),
+      describe: `highest request rate for the account (default ${DEFAULT_CEILING_RPS}); the rate is found as the run goes and remembered for the next run; fixed:N for a rate that never moves`,
+    },
+  ],
+  [
+    "rate-scope",
+    {
+      type: "choice",
+      choices: ["key", "service"],
+      default: "key",
+      describe: "whether the service limits requests per API key (one rate for both services) or per service",
     },
   ],
   [
     "in-flight",
-    { type: "number", rule: { min: 1, integer: true }, default: 32, describe: "tasks in flight per service" },
+    {
+      type: "number",
+      rule: { min: 1, integer: true },
+      default: DEFAULT_IN_FLIGHT,
+      describe: "tasks in flight per service (bounds open files and sockets; see the README)",
+    },
   ],
   [
     "poll-interval",

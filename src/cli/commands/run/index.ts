@@ -4,6 +4,8 @@ import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { ServiceGate } from "../../../engine/limiter.js";
+import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
+import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { type Progress, type RunOutcome, run } from "../../../pipeline/run.js";
@@ -78,8 +80,12 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
   // now and then elsewhere); log lines print above its status line.
   const display = o.format === "pretty" ? new ProgressDisplay(process.stderr, { env: o.env }) : undefined;
   const logger = o.logger(display ? (line) => display.log(line) : undefined);
-  const limits = { rps: args.rps, inFlight: args["in-flight"] };
-  const gate = new ServiceGate({ video: limits, speech: limits });
+  const limits = {
+    rps: args.rps?.rps ?? DEFAULT_CEILING_RPS,
+    ...(args.rps?.fixed ? { fixed: true } : {}),
+    inFlight: args["in-flight"],
+  };
+  const gate = new ServiceGate({ video: limits, speech: limits }, { scope: args["rate-scope"] });
   try {
     const found = await locateForRun(args, cwd);
     if ("refused" in found) return found.refused;
@@ -95,6 +101,8 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
           }
         : {}),
     });
+    const rates = ratesPath(statePath);
+    gate.resume(await readRates(rates, conn.account));
     try {
       const outcome = await run({
         manifest: args.manifest,
@@ -132,11 +140,31 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
       display?.done();
       return runOutcome(outcome, o.format, args.manifest);
     } finally {
+      await remember(rates, conn.account, gate, logger);
       await conn.close();
     }
   } finally {
     display?.done();
     await gate.stop();
+  }
+}
+
+/** The rate this run found, for the next run on the account (a cache: a failure only costs time). */
+async function remember(path: string, account: string, gate: ServiceGate, logger: Logger): Promise<void> {
+  if (gate.requests() === 0) return;
+  const rates = gate.remember();
+  const limited = gate.limitedCount();
+  const found = Object.entries(rates)
+    .map(
+      ([scope, r]) =>
+        `${r.rps}/s ${scope === "key" ? "for the key" : `for ${scope}`}${r.settled ? " (the service's limit)" : ""}`,
+    )
+    .join(", ");
+  logger.info({ event: "rate", rates, limited, path }, `request rate: ${found}; ${limited} answered 429`);
+  try {
+    await writeRates(path, account, rates);
+  } catch (error) {
+    logger.debug({ event: "rate-not-kept", path, error: (error as Error).message }, "the rate was not kept");
   }
 }
 
