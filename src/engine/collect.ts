@@ -1,8 +1,10 @@
 // One result, from its URL into the sink: downloaded as a stream (never held whole), bounded in
 // size, checked against its own container structure and duration as it flows, hashed and counted
 // by the sink, and visible under its name only once every check passed.
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { pipeline, type Readable, Transform } from "node:stream";
-import type { HttpClient } from "../api/http.js";
+import { ConnectionError } from "../api/errors.js";
+import type { Download, HttpClient } from "../api/http.js";
 import type { Sink, Written } from "../sinks/sink.js";
 import { mediaCheck, ResultTooLargeError } from "./media-check.js";
 
@@ -22,8 +24,9 @@ export interface ResultSpec {
 
 /**
  * Streams `url` into `sink` under `spec.key`. Throws MediaCheckError (ResultTooLargeError) when the
- * result is not what was asked for, ResultUrlError when its URL is refused, and the HTTP layer's
- * or the sink's errors otherwise; nothing is left under the key, and no stream error goes unheard.
+ * result is not what was asked for, ResultUrlError when its URL is refused, DownloadTimeUpError
+ * when `trail`'s time for tries ran out before an answer came, and the HTTP layer's or the sink's
+ * errors otherwise; nothing is left under the key, and no stream error goes unheard.
  */
 export async function storeResult(
   http: HttpClient,
@@ -31,8 +34,10 @@ export async function storeResult(
   url: string,
   spec: ResultSpec,
   signal: AbortSignal,
+  trail: DownloadTrail = new DownloadTrail(Number.POSITIVE_INFINITY),
 ): Promise<Written> {
-  const res = await http.download(url, { signal, what: `download ${spec.id}` });
+  const what = `download ${spec.id}`;
+  const res = await trail.open(url, what, signal, (s) => http.download(url, { signal: s, what }));
   if (res.contentLength !== undefined && res.contentLength > spec.maxBytes) {
     res.body.destroy();
     throw new ResultTooLargeError(
@@ -95,4 +100,126 @@ export function rateFloor(what: string, graceMs = RATE_GRACE_MS, minRate = MIN_B
   ).unref();
   meter.once("close", () => clearInterval(timer));
   return meter;
+}
+
+/**
+ * The time a result's tries may take ran out before any of them was answered with the file. A
+ * ConnectionError, so that a host that never answered at all is taken for unreachable, as the HTTP
+ * layer's own exhausted retries would be.
+ */
+export class DownloadTimeUpError extends ConnectionError {
+  override name = "DownloadTimeUpError";
+}
+
+/**
+ * A paid result the tries could not get: each was answered with an error status (or time ran out
+ * after such answers). Names the task, the host and the last status; never the URL's path or
+ * query, which may carry a signature.
+ */
+export class DownloadFailedError extends Error {
+  override name = "DownloadFailedError";
+  constructor(taskId: string, trail: DownloadTrail) {
+    super(
+      `the result of task ${taskId} could not be downloaded after ${trail.tries} ${trail.tries === 1 ? "try" : "tries"} (HTTP ${trail.status} from ${trail.host})`,
+    );
+  }
+}
+
+/**
+ * The tries of one result, across its URLs, as undici's diagnostics channels see them: the HTTP
+ * layer retries inside one download call, so only there can each try and its answer be counted.
+ * `budgetMs` bounds the time spent getting an answer (backoff included), never a transfer that
+ * has started: a large file on a slow link is not a failure to retry.
+ */
+export class DownloadTrail {
+  /** Requests made for the result. */
+  tries = 0;
+  /** The status of the last answer any try got; undefined while none was answered. */
+  status: number | undefined;
+  /** Host (and port) of the last URL tried: never its path or query, which may hold a signature. */
+  host = "";
+  private waitedMs = 0;
+
+  constructor(readonly budgetMs: number) {}
+
+  /** Whether the time for tries is used up. */
+  get spent(): boolean {
+    return this.waitedMs >= this.budgetMs;
+  }
+
+  /** Runs `download` for `url`, counting its tries, under what is left of the budget. */
+  async open(
+    url: string,
+    what: string,
+    signal: AbortSignal,
+    download: (signal: AbortSignal) => Promise<Download>,
+  ): Promise<Download> {
+    const target = new URL(url);
+    this.host = target.host;
+    const left = this.budgetMs - this.waitedMs;
+    const budget = new AbortController();
+    // setTimeout turns an infinite delay into 1 ms: no timer at all then.
+    const timer = Number.isFinite(left) ? setTimeout(() => budget.abort(), Math.max(0, left)) : undefined;
+    const stop = watchRequests(`${target.origin}${target.pathname}${target.search}`, this);
+    const started = Date.now();
+    try {
+      return await download(AbortSignal.any([signal, budget.signal]));
+    } catch (error) {
+      if (budget.signal.aborted && !signal.aborted) {
+        const answer = this.status === undefined ? "no answer" : `last answer HTTP ${this.status}`;
+        throw new DownloadTimeUpError(
+          `${what}: ${this.tries} tries to ${this.host} in ${this.budgetMs / 1000} s got no file (${answer})`,
+        );
+      }
+      throw error;
+    } finally {
+      // Cleared before the body flows: the budget never cuts a transfer short.
+      clearTimeout(timer);
+      stop();
+      this.waitedMs += Date.now() - started;
+    }
+  }
+}
+
+interface UndiciRequest {
+  origin?: unknown;
+  path?: unknown;
+  method?: unknown;
+}
+
+/** Trails by the exact URL (origin, path and query) their requests go to. */
+const watched = new Map<string, Set<DownloadTrail>>();
+
+function trailsOf(request: UndiciRequest): Set<DownloadTrail> | undefined {
+  if (request.method !== "GET") return undefined;
+  return watched.get(`${String(request.origin).replace(/\/+$/, "")}${String(request.path)}`);
+}
+
+const onCreate = (message: unknown): void => {
+  for (const trail of trailsOf((message as { request: UndiciRequest }).request) ?? []) trail.tries += 1;
+};
+
+const onHeaders = (message: unknown): void => {
+  const { request, response } = message as { request: UndiciRequest; response: { statusCode: number } };
+  for (const trail of trailsOf(request) ?? []) trail.status = response.statusCode;
+};
+
+/** Counts the requests to `key` into `trail` until the returned function is called. */
+function watchRequests(key: string, trail: DownloadTrail): () => void {
+  // Subscribed only while some result is being opened: undici publishes only to listeners.
+  if (watched.size === 0) {
+    subscribe("undici:request:create", onCreate);
+    subscribe("undici:request:headers", onHeaders);
+  }
+  const set = watched.get(key) ?? new Set<DownloadTrail>();
+  set.add(trail);
+  watched.set(key, set);
+  return () => {
+    set.delete(trail);
+    if (set.size === 0 && watched.get(key) === set) watched.delete(key);
+    if (watched.size === 0) {
+      unsubscribe("undici:request:create", onCreate);
+      unsubscribe("undici:request:headers", onHeaders);
+    }
+  };
 }

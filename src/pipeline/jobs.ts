@@ -25,7 +25,7 @@ import {
 } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
 import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
-import { storeResult } from "../engine/collect.js";
+import { DownloadFailedError, DownloadTimeUpError, DownloadTrail, storeResult } from "../engine/collect.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
 import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
@@ -34,12 +34,18 @@ import { type Attempt, type JobState, openAttempt, type RunState } from "../engi
 import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
 import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
-import { OutputError, type Sink } from "../sinks/sink.js";
+import { OutputError, type Sink, type Written } from "../sinks/sink.js";
 import type { StateStore } from "./types.js";
 
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
 /** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
 const COLLECT_TRIES = 3;
+/**
+ * Time a result's tries may spend getting an answer (the HTTP layer's backoff included; never a
+ * transfer under way). A result host that answers errors this long fails the job rather than
+ * holding the run: its points are spent either way, and --retry-failed downloads it again.
+ */
+const COLLECT_BUDGET_MS = 20_000;
 
 export type VoiceRef = { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string };
 
@@ -155,8 +161,9 @@ export class JobRunner {
   /** One pass of the job's life; "again" when a failed attempt is to be retried. */
   private async step(job: Job): Promise<Outcome> {
     const st = this.st(job);
-    // Paid for and not yet stored (a kill during the download): fetch it again, never re-create.
-    if (st.status === "collecting") {
+    // Paid for and not yet stored (a kill during the download, or --retry-failed after a failed
+    // download): fetch it again, never re-create.
+    if (st.status === "collecting" || downloadFailed(st)) {
       const paid = st.attempts.at(-1);
       if (paid?.taskId) await this.collectPaid(job, paid);
       return "done";
@@ -644,42 +651,19 @@ export class JobRunner {
       metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
       ...(job.kind === "video" ? { expectedSeconds: job.duration } : {}),
     };
+    const trail = new DownloadTrail(COLLECT_BUDGET_MS);
     for (let tries = 1; ; tries++) {
       if (!url) url = await freshUrl(this.c.clients, job, taskId, this.c.signal);
       try {
-        const written = await storeResult(this.c.clients.http, this.c.sink, url, spec, this.c.signal);
-        // The resolution the service says it delivered: 768P when a requested upscale failed.
-        const delivered =
-          job.kind === "video" ? String((task as VideoTask).resolution).slice(0, 32) : undefined;
-        await this.c.journal.append(
-          {
-            t: "stored",
-            id: job.id,
-            output: {
-              uri: written.uri,
-              bytes: written.bytes,
-              sha256: written.sha256,
-              fingerprint: job.fingerprint,
-              ...(delivered !== undefined ? { resolution: delivered } : {}),
-              at: Date.now(),
-            },
-          },
-          { durable: true },
-        );
-        if (job.kind === "video" && delivered !== job.tier)
-          this.c.log.warn(
-            { job: job.id, event: "resolution-fallback", requested: job.tier, delivered },
-            `delivered at ${delivered}, not the ${job.tier} asked for (a failed upscale delivers the native 768P)`,
-          );
-        this.c.log.info(
-          { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
-          "result stored",
-        );
+        const http = this.c.clients.http;
+        const written = await storeResult(http, this.c.sink, url, spec, this.c.signal, trail);
+        await this.stored(job, task, written, n);
         return;
       } catch (error) {
         // Too large is not cured by asking again; neither is an interrupt.
-        if (this.c.signal.aborted || tries >= COLLECT_TRIES || error instanceof ResultTooLargeError)
-          throw error;
+        if (this.c.signal.aborted || error instanceof ResultTooLargeError) throw error;
+        if (tries >= COLLECT_TRIES || trail.spent || error instanceof DownloadTimeUpError)
+          throw givenUp(taskId, trail, error);
         // An expired or refused URL is fetched again through the task; a broken file is downloaded again.
         const expired =
           error instanceof ClapperApiError &&
@@ -693,16 +677,47 @@ export class JobRunner {
     }
   }
 
+  /** Records a result stored and checked: the job's success. */
+  private async stored(job: Job, task: VideoTask | SpeechTask, written: Written, n: number): Promise<void> {
+    // The resolution the service says it delivered: 768P when a requested upscale failed.
+    const delivered = job.kind === "video" ? String((task as VideoTask).resolution).slice(0, 32) : undefined;
+    await this.c.journal.append(
+      {
+        t: "stored",
+        id: job.id,
+        output: {
+          uri: written.uri,
+          bytes: written.bytes,
+          sha256: written.sha256,
+          fingerprint: job.fingerprint,
+          ...(delivered !== undefined ? { resolution: delivered } : {}),
+          at: Date.now(),
+        },
+      },
+      { durable: true },
+    );
+    if (job.kind === "video" && delivered !== job.tier)
+      this.c.log.warn(
+        { job: job.id, event: "resolution-fallback", requested: job.tier, delivered },
+        `delivered at ${delivered}, not the ${job.tier} asked for (a failed upscale delivers the native 768P)`,
+      );
+    this.c.log.info(
+      { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
+      "result stored",
+    );
+  }
+
   /**
-   * A result that is broken (its container or duration is not what was asked for) fails the job.
-   * Anything else leaves the job paid for and waiting to be collected, with the reason: the next
-   * run fetches it again through its task, nothing is created twice.
+   * A result that is broken (its container or duration is not what was asked for), or that its
+   * host keeps refusing with an error status, fails the job. Anything else (a connection lost, the
+   * store down) leaves the job paid for and waiting to be collected, with the reason: the next run
+   * fetches it again through its task, nothing is created twice.
    */
   private async collectFailed(job: Job, error: unknown): Promise<void> {
-    if (error instanceof MediaCheckError && !(error instanceof ResultTooLargeError)) {
-      const info = { code: "result_invalid", message: error.message };
-      await this.c.journal.append({ t: "failed", id: job.id, error: info }, { durable: true });
-      this.c.log.error({ job: job.id, event: "failed", error: info }, "the result is not usable");
+    const failure = collectionFailure(error);
+    if (failure) {
+      await this.c.journal.append({ t: "failed", id: job.id, error: failure }, { durable: true });
+      this.c.log.error({ job: job.id, event: "failed", error: failure }, "the result could not be collected");
       return;
     }
     const code =
@@ -722,6 +737,47 @@ export class JobRunner {
       "the result could not be stored; the next run collects it",
     );
   }
+}
+
+/**
+ * A job whose paid result could not be collected, for a reason other than the result being broken:
+ * --retry-failed downloads it again through its task instead of paying for a new one.
+ */
+function downloadFailed(st: JobState): boolean {
+  const last = st.attempts.at(-1);
+  return (
+    st.status === "failed" &&
+    st.error?.code !== "result_invalid" &&
+    last?.taskId !== undefined &&
+    last.spent !== undefined &&
+    last.error === undefined &&
+    last.taskStatus === "succeeded"
+  );
+}
+
+/**
+ * What the tries of a result end in: a DownloadFailedError when the host answered them with an
+ * error status (the time for tries may have run out after such answers), else the error as it came.
+ */
+function givenUp(taskId: string, trail: DownloadTrail, error: unknown): unknown {
+  const answered =
+    error instanceof DownloadTimeUpError || (error instanceof ClapperApiError && error.status !== undefined);
+  return answered && trail.status !== undefined && trail.status >= 400
+    ? new DownloadFailedError(taskId, trail)
+    : error;
+}
+
+/** The error a collection failure fails its job with; undefined when the job is to wait instead. */
+function collectionFailure(error: unknown): { code: string; message: string } | undefined {
+  if (error instanceof DownloadFailedError) {
+    return {
+      code: "download_failed",
+      message: `${error.message}; its points were spent: run again with --retry-failed to download it again`,
+    };
+  }
+  if (error instanceof MediaCheckError && !(error instanceof ResultTooLargeError))
+    return { code: "result_invalid", message: error.message };
+  return undefined;
 }
 
 /** Network failures of the store's client (the AWS SDK passes Node's codes through). */

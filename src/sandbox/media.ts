@@ -202,7 +202,9 @@ interface LevelLimit {
   readonly maxMbps: number;
 }
 
-// Table A-1 (only the levels worth choosing between for 24 fps content).
+// Table A-1 (only the levels worth choosing between for 24 fps content). Level 6 is here because
+// the spec's upscaled sizes outgrow 5.1's MaxFS of 36,864 macroblocks: 4K at 21:9 is 5040x2160,
+// 315x135 = 42,525. Signalling a lower level than the frame needs makes conforming decoders refuse it.
 const LEVELS: readonly LevelLimit[] = [
   { idc: 30, maxFs: 1620, maxMbps: 40_500 },
   { idc: 31, maxFs: 3600, maxMbps: 108_000 },
@@ -211,6 +213,7 @@ const LEVELS: readonly LevelLimit[] = [
   { idc: 42, maxFs: 8704, maxMbps: 522_240 },
   { idc: 50, maxFs: 22_080, maxMbps: 589_824 },
   { idc: 51, maxFs: 36_864, maxMbps: 983_040 },
+  { idc: 60, maxFs: 139_264, maxMbps: 4_177_920 },
 ];
 
 /** Lowest level that fits, so small clips stay playable on decoders that cap the level (A.3.1). */
@@ -237,7 +240,9 @@ function geometry(width: number, height: number): Geometry {
   const mbHeight = Math.ceil(height / 16);
   const levelIdc = chooseLevel(mbWidth, mbHeight);
   if (levelIdc === undefined) {
-    throw new RangeError(`${width}x${height} exceeds H.264 level 5.1 (max 3840x2160-class frames)`);
+    throw new RangeError(
+      `${width}x${height} exceeds H.264 level 6 (at most 139,264 macroblocks a frame, e.g. 8192x4320)`,
+    );
   }
   return { width, height, mbWidth, mbHeight, levelIdc };
 }
@@ -463,8 +468,8 @@ const mp4Cache = new Map<string, Buffer>();
 
 /**
  * An MP4 (H.264 video only, flat grey) of `durationS` seconds (rounded to whole
- * frames) at 24 fps, width x height pixels (even, >= 16, up to H.264 level 5.1
- * frame size, e.g. 3840x2160 or 2160x3840).
+ * frames) at 24 fps, width x height pixels (even, >= 16, up to H.264 level 6
+ * frame size, e.g. 5040x2160, 2160x5040 or 8192x4320), at the lowest level that holds it.
  *
  * Cached by (durationS, width, height): the same Buffer instance is returned
  * for repeated calls, so callers must not mutate it.

@@ -91,6 +91,13 @@ const MediaBody = z.object({
     .min(0)
     .max(8 * 1024 * 1024 * 1024)
     .optional(),
+  /**
+   * Video result URLs answer this HTTP status instead of the file (0: off): a result store that
+   * fails after the task succeeded and was paid. API requests are not affected.
+   */
+  video_error_status: z.number().int().min(0).max(599).optional(),
+  /** How many video result requests fail so before they serve again (null: every one). */
+  video_error_count: z.number().int().min(0).nullable().optional(),
 });
 
 const PricingBody = z.object({
@@ -110,6 +117,13 @@ interface Ctx {
 }
 
 type Handler = (ctx: Ctx) => unknown;
+
+/** Test-only shaping of result downloads (`POST /_sandbox/media`). */
+interface MediaControl {
+  video_pad_bytes: number;
+  video_error_status: number;
+  video_error_count: number | null;
+}
 
 interface RouteStore {
   template: string;
@@ -177,7 +191,11 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
   };
   let apiRequests = 0;
   const limiter = new RateLimiter();
-  const media = { video_pad_bytes: 0 };
+  const media: MediaControl = {
+    video_pad_bytes: 0,
+    video_error_status: 0,
+    video_error_count: null,
+  };
 
   const router = FindMyWay<FindMyWay.HTTPVersion.V1>({ ignoreTrailingSlash: true });
   const route = (
@@ -278,6 +296,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       return denied(c, "signature invalid or expired");
     const task = video.media(file.replace(/\.mp4$/, ""));
     if (task?.status !== "succeeded") return missing(c);
+    if (injectedMediaFault(c, media)) return undefined;
     const mp4 = makeMp4(task.duration, task.width, task.height);
     if (media.video_pad_bytes >= 8) return sendPadded(c, mp4, media.video_pad_bytes);
     return sendMedia(c, mp4, "video/mp4");
@@ -366,6 +385,8 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     (c) => {
       const body = parseControl(MediaBody, c.body);
       if (body.video_pad_bytes !== undefined) media.video_pad_bytes = body.video_pad_bytes;
+      if (body.video_error_status !== undefined) media.video_error_status = body.video_error_status;
+      if (body.video_error_count !== undefined) media.video_error_count = body.video_error_count;
       return { ...media };
     },
     json(MiB),
@@ -621,6 +642,25 @@ function missing(c: Ctx): undefined {
     error: { type: "not_found_error", message: "no such file", http_code: "404" },
   });
   return undefined;
+}
+
+/**
+ * Answers a video result request with the injected status while the fault lasts; false when the
+ * file is to be served. A status below 400 is not an error a store would give, so it means off.
+ */
+function injectedMediaFault(c: Ctx, media: MediaControl): boolean {
+  const status = media.video_error_status;
+  if (status < 400 || media.video_error_count === 0) return false;
+  if (media.video_error_count !== null) media.video_error_count -= 1;
+  sendJson(c.res, status, {
+    type: "error",
+    error: {
+      type: "internal_error",
+      message: "the result store failed (injected fault)",
+      http_code: String(status),
+    },
+  });
+  return true;
 }
 
 /** Serves a whole file or one byte range of it, so interrupted downloads can resume. */

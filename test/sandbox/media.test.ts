@@ -138,6 +138,8 @@ describe("makeMp4", () => {
     [5, 1080, 1920],
     [4, 1120, 480],
     [30, 3840, 2160],
+    [5, 5040, 2160],
+    [4, 2160, 5040],
   ];
 
   it.each(cases)("%ss at %ix%i has the right duration, size and codec", async (durationS, width, height) => {
@@ -155,7 +157,7 @@ describe("makeMp4", () => {
 
     const { profile, level } = avcProfileLevel(mp4);
     expect(profile).toBe(66);
-    expect(level).toBeLessThanOrEqual(51);
+    expect(level).toBeLessThanOrEqual(width * height > 3840 * 2160 ? 60 : 51);
     // A keyframe every 2 s keeps seeking cheap.
     expect(countSyncSamples(mp4)).toBe(Math.ceil(durationS / 2));
   });
@@ -164,6 +166,9 @@ describe("makeMp4", () => {
     expect(avcProfileLevel(makeMp4(1, 864, 480)).level).toBe(30);
     expect(avcProfileLevel(makeMp4(1, 1920, 1080)).level).toBe(40);
     expect(avcProfileLevel(makeMp4(1, 3840, 2160)).level).toBe(51);
+    // 4K at 21:9: 315x135 macroblocks, over 5.1's MaxFS of 36,864.
+    expect(avcProfileLevel(makeMp4(1, 5040, 2160)).level).toBe(60);
+    expect(avcProfileLevel(makeMp4(1, 2160, 5040)).level).toBe(60);
   });
 
   it("returns the cached Buffer for a repeated key", () => {
@@ -188,7 +193,8 @@ describe("makeMp4", () => {
   it("rejects sizes H.264 cannot express here", () => {
     expect(() => makeMp4(4, 865, 480)).toThrow(RangeError);
     expect(() => makeMp4(4, 14, 480)).toThrow(RangeError);
-    expect(() => makeMp4(4, 4096, 4096)).toThrow(RangeError);
+    // 512x512 macroblocks: over level 6's MaxFS of 139,264.
+    expect(() => makeMp4(4, 8192, 8192)).toThrow(RangeError);
     expect(() => makeMp4(0, 864, 480)).toThrow(RangeError);
   });
 });
