@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { z } from "zod";
 import { BusinessError, ConflictError } from "./errors.js";
 import type { HttpClient } from "./http.js";
-import { paginate } from "./http.js";
+import { walkByOffset } from "./paginate.js";
 import {
   type Asset,
   AssetRegisterRequest,
@@ -93,10 +93,14 @@ export class SpeechClient {
     });
   }
 
+  /** Every task matching the filter, newest first, each once; `limit` is the page size asked for. */
   listTasks(filter: SpeechListFilter = {}, opts: CallOptions = {}): AsyncGenerator<SpeechTask> {
     // The page size is a detail of the walk: kept within what the service accepts (1 to 100).
     const limit = Math.min(100, Math.max(1, Math.floor(filter.limit ?? 100)));
-    return paginate((page) => this.listPage(page * limit, { ...filter, limit }, opts));
+    return walkByOffset(
+      (offset) => this.listPage(offset, { ...filter, limit }, opts),
+      (task) => task.task_id,
+    );
   }
 
   async cancelTask(taskId: string, opts: CallOptions = {}): Promise<z.output<typeof SpeechCancelResponse>> {

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { formatIssue, issuesFromZod, PointsPackageList, PointsSummary } from "./common.js";
 import { BusinessError, ConflictError, ValidationError } from "./errors.js";
 import { type HttpClient, paginate } from "./http.js";
+import { walkByPage } from "./paginate.js";
 import {
   type Skill,
   SkillDeleteResponse,
@@ -99,11 +100,17 @@ export class VideoClient {
     });
   }
 
-  /** Every task of the organization matching the filter, newest first, page by page. */
+  /**
+   * Every task of the organization matching the filter, each once, page by page, in the order the
+   * service lists them: the spec states none.
+   */
   listTasks(filter: VideoListFilter = {}, opts: CallOptions = {}): AsyncGenerator<VideoTask> {
     // The page size is a detail of the walk: kept within what the service accepts (1 to 100).
     const pageSize = Math.min(100, Math.max(1, Math.floor(filter.pageSize ?? 100)));
-    return paginate((page) => this.listPage(page + 1, { ...filter, pageSize }, opts));
+    return walkByPage(
+      (page) => this.listPage(page, { ...filter, pageSize }, opts),
+      (task) => task.id,
+    );
   }
 
   /** `status` may still be `running`: the task stops shortly after; query until `cancelled`. */

@@ -1,10 +1,11 @@
 // Follows tasks to their end with as few requests as possible. Each service has one poller: when
-// several tasks are due at once, one list request answers for up to 100 of them; a single task is
-// asked about directly. Video tasks say how long they still need (estimated_remaining_seconds),
-// which decides when to look again.
+// several tasks are due at once, one list request answers for up to 100 of them, and whatever a
+// page says of any task followed is used; a single task is asked about directly. Video tasks say
+// how long they still need (estimated_remaining_seconds), which decides when to look again; speech
+// tasks say nothing of the kind, so their end is predicted from their text and the pace observed.
 import { setTimeout as sleep } from "node:timers/promises";
 import { NotFoundError } from "../api/errors.js";
-import type { SpeechTask } from "../api/speech.js";
+import { countBillableChars, type SpeechTask } from "../api/speech.js";
 import type { SpeechClient } from "../api/speech-client.js";
 import type { VideoTask } from "../api/video.js";
 import type { VideoClient } from "../api/video-client.js";
@@ -45,19 +46,46 @@ export class TaskUnreadableError extends Error {
 /** Told of every failed look at a task (after the HTTP layer's own retries), so none is silent. */
 export type TrackTrouble = (taskId: string, error: unknown, failures: number) => void;
 
+/** What the caller knows of a task before the first look. */
+export interface TrackHint {
+  /**
+   * How long the task should take at the service's nominal pace (see `expectedSpeechMs`): the
+   * first look waits for it, scaled by the pace observed so far, instead of looking at once.
+   */
+  expectedMs?: number;
+}
+
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+/** Items asked for per list page: the most either service gives. */
+const PAGE_SIZE = 100;
+/** List pages read beyond those the followed tasks could fill, before single looks take over. */
+const PAGE_MARGIN = 2;
+
+/** A speech task's predicted end, kept between looks. */
+interface SpeechPlan {
+  /** When it should end (epoch ms). */
+  endAt: number;
+  /** The attempt seen last: a new one (a retry) moves the end. */
+  attempt: number;
+  /** Looks after `endAt` that found it still open: each waits a little longer. */
+  late: number;
+}
 
 interface Entry<T> {
   taskId: string;
   createdAt: number;
   /** When this process began to follow it (epoch ms). */
   since: number;
+  /** The last time a look found it not ended (epoch ms): what bounds its duration from below. */
+  openAt: number;
   /** The task's own estimate of the time it still needs, at the last look. */
   remaining?: { seconds: number; at: number };
   dueAt: number;
   /** Consecutive failed looks, and since when: reset by any readable answer. */
   failures: number;
   failingSince?: number;
+  plan?: SpeechPlan;
   onUpdate: (task: T) => void;
   resolve: (task: T) => void;
   reject: (error: unknown) => void;
@@ -79,22 +107,26 @@ abstract class Poller<T> {
   ) {}
 
   /** Resolves with the task once it is terminal; `onUpdate` sees every status read on the way. */
-  track(taskId: string, createdAt: number, onUpdate: (task: T) => void = () => {}): Promise<T> {
+  track(
+    taskId: string,
+    createdAt: number,
+    onUpdate: (task: T) => void = () => {},
+    hint: TrackHint = {},
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      const now = Date.now();
       this.entries.set(taskId, {
         taskId,
         createdAt,
-        since: Date.now(),
-        dueAt: Date.now(),
+        since: now,
+        openAt: now,
+        dueAt: now + this.firstWait(hint),
         failures: 0,
         onUpdate,
         resolve,
         reject,
       });
-      this.wake?.();
-      this.loop ??= this.run().finally(() => {
-        this.loop = undefined;
-      });
+      this.start();
     });
   }
 
@@ -104,7 +136,8 @@ abstract class Poller<T> {
     if (entry) this.deliver(entry, task);
   }
 
-  protected deliver(entry: Entry<T>, task: T): void {
+  /** `bonus`: read on a list page while the task was not due; it then never delays its next look. */
+  protected deliver(entry: Entry<T>, task: T, bonus = false): void {
     // Once stopped, an answer that arrives late changes nothing: the task is left as last recorded,
     // for the next run to follow (a run that is being interrupted must not start a download).
     if (this.signal.aborted) return;
@@ -115,12 +148,35 @@ abstract class Poller<T> {
     if (remaining !== undefined) entry.remaining = { seconds: remaining, at: Date.now() };
     if (TERMINAL.has(this.statusOf(task))) {
       this.entries.delete(entry.taskId);
+      this.ended(entry, task);
       // Bounded: a long run keeps the recent past, which is what predicts the near future.
       if (this.durations.push(Date.now() - entry.since) > 500) this.durations.shift();
       entry.resolve(task);
     } else {
-      entry.dueAt = Date.now() + this.nextInterval(task);
+      const now = Date.now();
+      const next = now + this.nextInterval(task, entry);
+      entry.openAt = now;
+      // The minimum interval spaces the requests made for a task; a page asked for others cost it
+      // none, and must not push back a look planned for when the task should end.
+      entry.dueAt = bonus && entry.dueAt > now ? Math.min(entry.dueAt, next) : next;
     }
+  }
+
+  private start(): void {
+    this.wake?.();
+    if (this.loop) return;
+    // A turn later: the tasks tracked together come due together, and one list answers for them.
+    this.loop = Promise.resolve()
+      .then(() => this.run())
+      .catch((error: unknown) => {
+        for (const entry of this.entries.values()) entry.reject(error);
+        this.entries.clear();
+      })
+      .finally(() => {
+        this.loop = undefined;
+        // A task tracked while the loop was ending would otherwise wait for a loop that is gone.
+        if (this.entries.size > 0) this.start();
+      });
   }
 
   private async run(): Promise<void> {
@@ -131,9 +187,8 @@ abstract class Poller<T> {
         return;
       }
       const now = Date.now();
-      const due = [...this.entries.values()].filter((e) => e.dueAt <= now);
-      if (due.length === 0) {
-        const next = Math.min(...[...this.entries.values()].map((e) => e.dueAt));
+      const next = this.nextLookAt();
+      if (next > now) {
         await new Promise<void>((resolve) => {
           this.wake = resolve;
           sleep(Math.max(5, next - now), undefined, { signal: this.signal }).then(resolve, resolve);
@@ -141,6 +196,7 @@ abstract class Poller<T> {
         this.wake = undefined;
         continue;
       }
+      const due = [...this.entries.values()].filter((e) => e.dueAt <= now);
       if (due.length >= this.options.batchThreshold) {
         try {
           await this.pollMany(due);
@@ -154,6 +210,17 @@ abstract class Poller<T> {
       }
       await Promise.all(due.filter((e) => this.entries.has(e.taskId)).map((e) => this.pollOneSafely(e)));
     }
+  }
+
+  /**
+   * When to look next: when the first task is due, or a little later (`gatherMs`) when enough
+   * others come due by then for one list request to answer for all of them.
+   */
+  private nextLookAt(): number {
+    const times = [...this.entries.values()].map((e) => e.dueAt).sort((a, b) => a - b);
+    const first = times[0] ?? Date.now();
+    const batch = times[Math.max(0, this.options.batchThreshold - 1)];
+    return batch !== undefined && batch <= first + this.gatherMs() ? Math.max(first, batch) : first;
   }
 
   /** One look; a failure is counted against the task, and after `giveUpMs` of them it is given up. */
@@ -212,25 +279,62 @@ abstract class Poller<T> {
     return undefined;
   }
 
+  /** How long to wait before the first look; at once unless a poller knows better. */
+  protected firstWait(_hint: TrackHint): number {
+    return 0;
+  }
+
+  /** How long the first due task may wait for others to come due, so that one list serves them. */
+  protected gatherMs(): number {
+    return 0;
+  }
+
+  /** Told of every task that ended, before its promise settles. */
+  protected ended(_entry: Entry<T>, _task: T): void {}
+
   protected abstract get(taskId: string): Promise<T>;
   protected abstract pollMany(due: Entry<T>[]): Promise<void>;
   protected abstract idOf(task: T): string;
   protected abstract statusOf(task: T): string;
-  protected abstract nextInterval(task: T): number;
+  protected abstract nextInterval(task: T, entry: Entry<T>): number;
 
   protected clamp(ms: number): number {
     return Math.min(this.options.maxIntervalMs, Math.max(this.options.minIntervalMs, ms));
   }
 
-  /** Tasks a list did not mention are asked about one by one. */
-  protected async fallback(due: Entry<T>[], seen: Set<string>): Promise<void> {
+  /**
+   * Delivers what a list page says of every task followed, due or not: a status read is news
+   * whoever asked. The tasks seen are struck from `waiting`.
+   */
+  protected takePage(items: readonly T[], waiting: Set<string>): void {
+    for (const task of items) {
+      const id = this.idOf(task);
+      waiting.delete(id);
+      const entry = this.entries.get(id);
+      if (entry) this.deliver(entry, task, true);
+    }
+  }
+
+  /** Due tasks no list page showed are asked about one by one. */
+  protected async fallback(due: Entry<T>[], waiting: ReadonlySet<string>): Promise<void> {
     await Promise.all(
-      due.filter((e) => !seen.has(e.taskId) && this.entries.has(e.taskId)).map((e) => this.pollOneSafely(e)),
+      due
+        .filter((e) => waiting.has(e.taskId) && this.entries.has(e.taskId))
+        .map((e) => this.pollOneSafely(e)),
     );
   }
 }
 
 export class VideoPoller extends Poller<VideoTask> {
+  /**
+   * Whether pages were seen to list newer tasks after older ones. The spec states no order, so
+   * this only chooses which page to read first (the end, where new tasks then are); every page
+   * may still be read within the budget, and single looks cover what none showed.
+   */
+  private newestLast = false;
+  /** `total` at the last list, and the page length the service actually gives. */
+  private listed = { total: 0, pageLength: PAGE_SIZE };
+
   constructor(
     private readonly client: VideoClient,
     options: TrackOptions,
@@ -262,32 +366,91 @@ export class VideoPoller extends Poller<VideoTask> {
   }
 
   /**
-   * The list is newest first with no id filter: read pages until every due task was seen or the
-   * page reaches tasks older than the oldest one due.
+   * Reads pages until every due task was seen, the pages run out, or the budget is spent: as
+   * many pages as the followed tasks could fill, plus a margin, and never more than `total` has.
    */
   protected async pollMany(due: Entry<VideoTask>[]): Promise<void> {
-    const wanted = new Map(due.map((e) => [e.taskId, e]));
-    const oldest = Math.min(...due.map((e) => e.createdAt));
-    const seen = new Set<string>();
-    const maxPages = Math.ceil(this.entries.size / 100) + 2;
-    for (let page = 1; page <= maxPages && seen.size < wanted.size; page++) {
+    const waiting = new Set(due.map((e) => e.taskId));
+    const followed = this.entries.size;
+    const read = new Set<number>();
+    let page: number | undefined = this.newestLast ? this.lastPage() : 1;
+    while (page !== undefined && waiting.size > 0) {
+      read.add(page);
       this.requests += 1;
-      const list = await this.client.listPage(page, { pageSize: 100 }, { signal: this.signal });
-      for (const task of list.items) {
-        const entry = wanted.get(task.id);
-        if (entry && this.entries.has(task.id)) {
-          seen.add(task.id);
-          this.deliver(entry, task);
-        }
-      }
-      const last = list.items.at(-1);
-      if (!last || list.items.length < 100 || last.created_at < oldest - 60) break;
+      const list = await this.client.listPage(page, { pageSize: PAGE_SIZE }, { signal: this.signal });
+      this.learn(page, list.items, list.total);
+      this.takePage(list.items, waiting);
+      const budget = Math.min(this.lastPage(), Math.ceil(followed / this.listed.pageLength) + PAGE_MARGIN);
+      page = read.size < budget ? this.nextPage(read) : undefined;
     }
-    await this.fallback(due, seen);
+    await this.fallback(due, waiting);
+  }
+
+  private lastPage(): number {
+    return Math.max(1, Math.ceil(this.listed.total / this.listed.pageLength));
+  }
+
+  /** The page length and order the service shows: they choose pages, never the answer. */
+  private learn(page: number, items: readonly VideoTask[], total: number): void {
+    const length = this.listed.pageLength;
+    // A page short of a full one before the last: the service gives fewer a page than asked.
+    const capped = items.length > 0 && items.length < length && page * length < total;
+    if (items.length > length || capped) this.listed.pageLength = items.length;
+    this.listed.total = total;
+    const first = items[0]?.created_at;
+    const last = items.at(-1)?.created_at;
+    if (first !== undefined && last !== undefined && first !== last) this.newestLast = first < last;
+  }
+
+  /** The unread page nearest to where new tasks were last seen listed. */
+  private nextPage(read: ReadonlySet<number>): number | undefined {
+    const last = this.lastPage();
+    for (let i = 0; i < last; i++) {
+      const page = this.newestLast ? last - i : i + 1;
+      if (!read.has(page)) return page;
+    }
+    return undefined;
   }
 }
 
+/** Nominal queue wait of a speech task (the emulator's), before its first attempt. */
+const SPEECH_QUEUE_MS = 1000;
+/** Nominal time of one attempt: a fixed part, and a part per counted character at speed 1. */
+const SPEECH_ATTEMPT_MS = 2000;
+const SPEECH_CHAR_MS = 15;
+/** Past the predicted end, the next look waits this share of an attempt, growing each time. */
+const SPEECH_BACKOFF_SHARE = 0.1;
+const SPEECH_BACKOFF_GROWTH = 1.5;
+/** The longest a due line waits for others to come due with it (see `gatherMs`). */
+const SPEECH_GATHER_MS = 250;
+/** How far below a prediction that held, toward the earliest possible end, the next one tries. */
+const SPEECH_EXPLORE = 0.5;
+/** The pace is this quantile of recent samples: high, as looking early costs more than a little late. */
+const SPEECH_PACE_QUANTILE = 0.75;
+/** Ended tasks that set the observed pace: recent ones, as the service's load changes. */
+const SPEECH_PACE_SAMPLES = 25;
+
+function attemptMs(text: string, speed: number): number {
+  // Faster speech makes less audio to generate. Slower speech is not assumed to take longer: a
+  // prediction far too long holds a finished line back for all of the excess, while one too short
+  // costs a look and at most a minimum interval.
+  const pace = speed > 1 ? speed : 1;
+  return SPEECH_ATTEMPT_MS + (SPEECH_CHAR_MS * countBillableChars(text)) / pace;
+}
+
+/**
+ * How long a speech task with this text should take from creation to end at the service's
+ * nominal pace: its queue wait and one attempt. A `track()` hint; the poller scales it by the pace
+ * it observes, so a slower or faster service (or the sandbox's time scale) is learned.
+ */
+export function expectedSpeechMs(text: string, speed = 1): number {
+  return SPEECH_QUEUE_MS + attemptMs(text, speed || 1);
+}
+
 export class SpeechPoller extends Poller<SpeechTask> {
+  /** Observed over nominal duration of recent tasks that ended on their first attempt. */
+  private readonly paces: number[] = [];
+
   constructor(
     private readonly client: SpeechClient,
     options: TrackOptions,
@@ -309,35 +472,112 @@ export class SpeechPoller extends Poller<SpeechTask> {
     return task.status;
   }
 
-  /** The spec suggests every 3 seconds; a task with a long text takes longer. */
-  protected nextInterval(_task: SpeechTask): number {
-    return this.clamp(3000);
+  /**
+   * How much longer than nominal tasks take here (below 1: shorter): a high quantile of recent
+   * samples, 1 before any ended.
+   */
+  pace(): number {
+    if (this.paces.length === 0) return 1;
+    const sorted = [...this.paces].sort((a, b) => a - b);
+    return sorted[Math.floor((sorted.length - 1) * SPEECH_PACE_QUANTILE)] as number;
   }
 
-  /** Unended tasks created since the oldest due one, by status: few pages however large the organization. */
+  /** Lines end close together in a busy run: a short wait lets one list see several of them. */
+  protected override gatherMs(): number {
+    return Math.min(SPEECH_GATHER_MS, this.options.minIntervalMs / 2);
+  }
+
+  override track(
+    taskId: string,
+    createdAt: number,
+    onUpdate: (task: SpeechTask) => void = () => {},
+    hint: TrackHint = {},
+  ): Promise<SpeechTask> {
+    const tracked = super.track(taskId, createdAt, onUpdate, hint);
+    const entry = this.entries.get(taskId);
+    if (entry && hint.expectedMs !== undefined) {
+      entry.plan = { endAt: entry.since + hint.expectedMs * this.pace(), attempt: 0, late: 0 };
+    }
+    return tracked;
+  }
+
+  protected override firstWait(hint: TrackHint): number {
+    return hint.expectedMs === undefined ? 0 : this.clamp(hint.expectedMs * this.pace());
+  }
+
+  /**
+   * Looks when the task should end (the spec's fixed 3 s looks finish lines late on average by
+   * half of that); once past it and still open, short looks that grow a little each time.
+   */
+  protected nextInterval(task: SpeechTask, entry: Entry<SpeechTask>): number {
+    const now = Date.now();
+    const run = attemptMs(task.input.text, task.input.speed) * this.pace();
+    let plan = entry.plan;
+    if (!plan) {
+      plan = { endAt: entry.since + SPEECH_QUEUE_MS * this.pace() + run, attempt: task.attempt, late: 0 };
+      entry.plan = plan;
+    } else if (task.attempt > plan.attempt) {
+      // A retry began since the last look: one more attempt from about now.
+      if (task.attempt > 1) Object.assign(plan, { endAt: now + run, late: 0 });
+      plan.attempt = task.attempt;
+    }
+    if (now < plan.endAt) return this.clamp(plan.endAt - now);
+    const wait = run * SPEECH_BACKOFF_SHARE * SPEECH_BACKOFF_GROWTH ** plan.late;
+    plan.late += 1;
+    return this.clamp(wait);
+  }
+
+  /**
+   * Learns the pace from a task that ended on its first attempt. It ended after the last look
+   * that found it open and before the look that found it ended, and within a second of what its
+   * own timestamps (whole seconds) say. When that span holds the predicted end, the prediction was
+   * not early: the sample is the prediction, moved a share of the way to the earliest possible
+   * end, so a service faster than predicted is found out; otherwise the span's end is taken.
+   */
+  protected override ended(entry: Entry<SpeechTask>, task: SpeechTask): void {
+    if (task.status !== "succeeded" || task.attempt !== 1) return;
+    let low = entry.openAt - entry.since;
+    let high = Date.now() - entry.since;
+    if (task.created_at > 0 && task.finished_at >= task.created_at) {
+      const seconds = task.finished_at - task.created_at;
+      low = Math.max(low, (seconds - 1) * 1000);
+      high = Math.min(high, (seconds + 1) * 1000);
+    }
+    if (high < low) return;
+    const planned = entry.plan ? entry.plan.endAt - entry.since : Number.POSITIVE_INFINITY;
+    const end = planned >= low ? Math.min(planned, high) : high;
+    // The wider the doubt, the further down it tries: a narrow span barely moves a prediction that
+    // held (an early look costs a whole minimum interval), a span reaching back to the start halves it.
+    const doubt = end > 0 ? (end - low) / end : 0;
+    const sample =
+      (end - SPEECH_EXPLORE * doubt * (end - low)) / expectedSpeechMs(task.input.text, task.input.speed);
+    if (this.paces.push(sample) > SPEECH_PACE_SAMPLES) this.paces.shift();
+  }
+
+  /**
+   * The list is newest first by the spec and filtered from the oldest due task on. Pages are
+   * walked by the items received (a page may come back short), until every due task was seen,
+   * `total` is reached, or as many pages as the followed tasks could fill plus a margin were read.
+   */
   protected async pollMany(due: Entry<SpeechTask>[]): Promise<void> {
-    const wanted = new Map(due.map((e) => [e.taskId, e]));
+    const waiting = new Set(due.map((e) => e.taskId));
     const oldest = Math.min(...due.map((e) => e.createdAt));
-    const seen = new Set<string>();
+    const followed = this.entries.size;
+    let pageLength = PAGE_SIZE;
     let offset = 0;
-    const maxPages = Math.ceil(this.entries.size / 100) + 2;
-    for (let page = 0; page < maxPages && seen.size < wanted.size; page++) {
+    for (let pages = 1; waiting.size > 0; pages++) {
       this.requests += 1;
       const list = await this.client.listPage(
         offset,
-        { startTime: Math.max(1, oldest - 60), limit: 100 },
+        { startTime: Math.max(1, oldest - 60), limit: PAGE_SIZE },
         { signal: this.signal },
       );
-      for (const task of list.items) {
-        const entry = wanted.get(task.task_id);
-        if (entry && this.entries.has(task.task_id)) {
-          seen.add(task.task_id);
-          this.deliver(entry, task);
-        }
-      }
+      this.takePage(list.items, waiting);
       offset += list.items.length;
-      if (list.items.length < 100 || offset >= list.total) break;
+      if (list.items.length === 0 || offset >= list.total) break;
+      pageLength = Math.min(pageLength, list.items.length);
+      if (pages >= Math.ceil(followed / pageLength) + PAGE_MARGIN) break;
     }
-    await this.fallback(due, seen);
+    await this.fallback(due, waiting);
   }
 }

@@ -67,10 +67,7 @@ export async function listTasks(
   const rows: TaskRow[] = [];
   if (o.kind !== "speech" && (o.status === undefined || VIDEO_STATUSES.has(o.status))) {
     const filter = o.status ? { status: o.status as VideoStatus } : {};
-    for await (const t of o.clients.video.listTasks({ ...filter, pageSize: Math.min(100, o.limit) }, opts)) {
-      rows.push(videoRow(t));
-      if (rows.length >= o.limit) break;
-    }
+    for (const t of await newestVideos(o.clients.video, filter, o.limit, opts)) rows.push(videoRow(t));
   }
   if (o.kind !== "video" && (o.status === undefined || SPEECH_STATUSES.has(o.status))) {
     const filter = o.status ? { statuses: [o.status as SpeechStatus] } : {};
@@ -81,6 +78,41 @@ export async function listTasks(
     }
   }
   return rows.sort((a, b) => b.created_at - a.created_at).slice(0, o.limit);
+}
+
+/** Items asked for per page of the video list: the most it gives. */
+const VIDEO_PAGE = 100;
+
+/**
+ * At least the `limit` newest video tasks (fewer when there are fewer). The spec states no order
+ * for the video list: the first page shows which way this service lists, and the pages are read
+ * from the end that holds the newest tasks. Every task read is returned; the caller sorts.
+ */
+async function newestVideos(
+  video: Clients["video"],
+  filter: { status?: VideoStatus },
+  limit: number,
+  opts: { signal?: AbortSignal },
+): Promise<VideoTask[]> {
+  const first = await video.listPage(1, { ...filter, pageSize: VIDEO_PAGE }, opts);
+  const found = new Map(first.items.map((t) => [t.id, t]));
+  // The page length the service applies, which may be less than asked: pages are cut at it.
+  const pages = Math.ceil(first.total / Math.max(1, first.items.length));
+  const head = first.items[0]?.created_at ?? 0;
+  const oldestFirst = head < (first.items.at(-1)?.created_at ?? 0);
+  // Listed oldest first, the first page holds the oldest tasks: only later pages count to the limit.
+  let counted = oldestFirst ? 0 : first.items.length;
+  for (let i = 2; i <= pages && counted < limit; i++) {
+    const list = await video.listPage(
+      oldestFirst ? pages + 2 - i : i,
+      { ...filter, pageSize: VIDEO_PAGE },
+      opts,
+    );
+    if (list.items.length === 0) break;
+    for (const t of list.items) found.set(t.id, t);
+    counted += list.items.length;
+  }
+  return [...found.values()];
 }
 
 /** Asks the named service, or both in turn when the kind is not given. */
