@@ -170,6 +170,9 @@ interface Parsed {
   output?: string;
 }
 
+/** How a command's yargs handler ends parsing once the command is chosen (see buildCli). */
+const CHOSEN = Symbol("command chosen");
+
 /** Every flag and command, and the work each command does; nothing is run while parsing. */
 function buildCli(argv: readonly string[], env: NodeJS.ProcessEnv, choose: (c: Chosen) => void): Argv {
   const ctx: OptionContext = { argv, env, flags: new Set(), envErrors: [] };
@@ -179,6 +182,10 @@ function buildCli(argv: readonly string[], env: NodeJS.ProcessEnv, choose: (c: C
     const args = parsed as ParsedArgs;
     spec.check?.(args);
     choose({ command, args, work: (rt) => spec.handler(args, rt) });
+    // Validated and chosen: leave yargs here. After a handler it renders the command's whole help
+    // text to cache it (cliui and string widths, 40-90 ms of a run's start), never printed since
+    // the work runs later, from main().
+    throw CHOSEN;
   };
 
   let cli = yargs([...argv])
@@ -281,10 +288,14 @@ async function parse(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<P
   const cli = buildCli(argv, env, (c) => {
     chosen = c;
   });
-  // With a callback, yargs hands over what it would print (help, version) instead of printing it.
-  await cli.parseAsync([...argv], {}, (_error, _args, out) => {
-    if (out) output = out;
-  });
+  try {
+    // With a callback, yargs hands over what it would print (help, version) instead of printing it.
+    await cli.parseAsync([...argv], {}, (_error, _args, out) => {
+      if (out) output = out;
+    });
+  } catch (error) {
+    if (error !== CHOSEN) throw error;
+  }
   if (chosen) return { chosen };
   return { output: output ?? "" };
 }

@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import { configure } from "safe-stable-stringify";
 import { formatPath, type Issue, issuesFromZod } from "../api/common.js";
-import { inspectReferenceAudio, type ReferenceAudioFacts } from "../api/reference-audio.js";
+import type { ReferenceAudioFacts } from "../api/reference-audio.js";
 import {
   countBillableChars,
   EMOTION_VECTOR_MODES,
@@ -501,6 +501,8 @@ async function inspectVoice(
   }
   let facts: ReferenceAudioFacts;
   try {
+    // Loaded on use: its audio parser (music-metadata) is wanted only by manifests with voice files.
+    const { inspectReferenceAudio } = await import("../api/reference-audio.js");
     facts = await inspectReferenceAudio(path);
   } catch (error) {
     return { error: (error as Error).message };

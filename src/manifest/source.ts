@@ -3,19 +3,8 @@
 // a LineCounter), CSV through csv-parse (record line numbers).
 import { dirname, extname, relative, resolve } from "node:path";
 import { parse as parseCsv } from "csv-parse/sync";
-import {
-  isAlias,
-  isMap,
-  isNode,
-  isScalar,
-  isSeq,
-  LineCounter,
-  type Node,
-  type Pair,
-  parseDocument,
-  visit,
-  type YAMLMap,
-} from "yaml";
+import type { Alias, Document, Node, Pair, YAMLMap } from "yaml";
+import type { ToJSContext } from "yaml/util";
 import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
 import { FILE_LIMITS, FileError, type ReadOptions, readTextFile } from "./files.js";
 import { didYouMean, type Problems, quoted } from "./problems.js";
@@ -104,7 +93,20 @@ export async function readManifest(
   return manifest;
 }
 
+/** The YAML library, loaded on first use: a bare CSV manifest never needs it. */
+type Yaml = typeof import("yaml") & Pick<typeof import("yaml/util"), "toJS">;
+let yamlLibrary: Promise<Yaml> | undefined;
+function loadYaml(): Promise<Yaml> {
+  yamlLibrary ??= Promise.all([import("yaml"), import("yaml/util")]).then(([yaml, util]) => ({
+    ...yaml,
+    toJS: util.toJS,
+  }));
+  return yamlLibrary;
+}
+
 async function readYaml(manifest: RawManifest, text: string, cwd: string, problems: Problems): Promise<void> {
+  const yaml = await loadYaml();
+  const { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, visit } = yaml;
   const counter = new LineCounter();
   // `merge`: `<<: *anchor` merge keys (YAML 1.1, widely used to share settings between rows).
   const doc = parseDocument(text, {
@@ -113,17 +115,18 @@ async function readYaml(manifest: RawManifest, text: string, cwd: string, proble
     uniqueKeys: true,
     merge: true,
   });
+  const anchors = new Anchors(doc, yaml);
   /** The plain value of a node; aliases resolve to what their anchor holds (not exponentially). */
   const jsOf = (node: Node | null | undefined): unknown => {
     if (!node || !isNode(node)) return null;
     try {
-      return node.toJS(doc, { maxAliasCount: 1000 });
+      return anchors.toJS(node);
     } catch (error) {
       problems.error(manifest.display, lineOf(node), "", `YAML: ${(error as Error).message}`);
       return null;
     }
   };
-  const deref = (node: unknown): unknown => (isAlias(node) ? node.resolve(doc) : node);
+  const deref = (node: unknown): unknown => (isAlias(node) ? anchors.target(node) : node);
   /** A key as text; the merge key `<<` is a symbol in the document model. */
   const keyOf = (pair: Pair): string => {
     const key = isScalar(pair.key) ? pair.key.value : pair.key;
@@ -328,6 +331,64 @@ async function readYaml(manifest: RawManifest, text: string, cwd: string, proble
       nestedLines(node, "", located.paths);
     }
     manifest.top.set(key, located);
+  }
+}
+
+/**
+ * The anchors and aliases of a document, listed once. Left to itself, `yaml` lists them by walking
+ * the whole document again for every alias it resolves: with a merge key (`<<: *shot`) in every
+ * row, a 2,000-row manifest took seconds to read. Built on first need (most manifests have no
+ * alias), by `yaml` itself when an alias is first met in a value, else here.
+ */
+class Anchors {
+  /** Aliases and anchored nodes in document order: `yaml`'s own aliasResolveCache. */
+  private ordered: Node[] | undefined;
+  private targets: Map<Alias, Node | undefined> | undefined;
+
+  constructor(
+    private readonly doc: Document,
+    private readonly yaml: Yaml,
+  ) {}
+
+  /** What node.toJS(doc, { maxAliasCount: 1000 }) returns (aliases counted afresh per call, as there). */
+  toJS(node: Node): unknown {
+    const ctx: ToJSContext = {
+      anchors: new Map(),
+      ...(this.ordered ? { aliasResolveCache: this.ordered } : {}),
+      doc: this.doc as ToJSContext["doc"],
+      keep: true,
+      mapAsMap: false,
+      mapKeyWarned: false,
+      maxAliasCount: 1000,
+    };
+    const value: unknown = this.yaml.toJS(node, "", ctx);
+    this.ordered ??= ctx.aliasResolveCache;
+    return value;
+  }
+
+  /** The node an alias stands for, as Alias.resolve finds it: the last one so anchored before it. */
+  target(alias: Alias): Node | undefined {
+    if (!this.targets) {
+      this.ordered ??= this.list();
+      const last = new Map<string, Node>();
+      this.targets = new Map();
+      for (const node of this.ordered) {
+        if (this.yaml.isAlias(node)) this.targets.set(node, last.get(node.source));
+        else if (node.anchor) last.set(node.anchor, node);
+      }
+    }
+    return this.targets.get(alias);
+  }
+
+  private list(): Node[] {
+    const { isAlias, isCollection, isScalar, visit } = this.yaml;
+    const nodes: Node[] = [];
+    visit(this.doc, {
+      Node: (_key, node) => {
+        if (isAlias(node) || ((isScalar(node) || isCollection(node)) && node.anchor)) nodes.push(node);
+      },
+    });
+    return nodes;
   }
 }
 

@@ -34,27 +34,34 @@ export interface PlanResult extends LoadedManifest {
 
 export async function plan(options: PlanOptions): Promise<PlanResult> {
   const call = options.signal ? { signal: options.signal } : {};
-  const { speechPrice, balance, serviceProblems, optionProblems } = await readPrices(options, call);
-  const price = speechPrice.value;
-  const loaded = options.loaded
-    ? priced(options.loaded, price)
-    : await loadManifest(options.manifest, {
-        ...(options.cwd ? { cwd: options.cwd } : {}),
-        ...(price !== null ? { speechPrice: price } : {}),
-      });
-  const errors = [...optionProblems, ...loaded.errors];
-  let omittedErrors = loaded.omitted?.errors ?? 0;
-  if (options.clients && loaded.manifest) {
-    omittedErrors += keepBounded(
-      errors,
-      await serviceChecks(
-        loaded.jobs,
-        loaded.manifest.skills.map((s) => s.name),
-        options.clients,
-        call,
-      ),
-    );
+  // Every question to the services at once: the price and the balance are asked while the manifest
+  // is read (offline, its lines priced once the price is known), the voices and the skills as soon
+  // as it is read. A failure is the one it was when they were asked one after another.
+  const asked = readPrices(options, call);
+  let unpriced: LoadedManifest;
+  try {
+    unpriced =
+      options.loaded ?? (await loadManifest(options.manifest, options.cwd ? { cwd: options.cwd } : {}));
+  } catch (error) {
+    await asked.catch(() => undefined);
+    throw error;
   }
+  const checked =
+    options.clients && unpriced.manifest
+      ? serviceChecks(
+          unpriced.jobs,
+          unpriced.manifest.skills.map((s) => s.name),
+          options.clients,
+          call,
+        )
+      : Promise.resolve([]);
+  const [{ speechPrice, balance, serviceProblems, optionProblems }, found] = await allInOrder([
+    asked,
+    checked,
+  ] as const);
+  const loaded = priced(unpriced, speechPrice.value);
+  const errors = [...optionProblems, ...loaded.errors];
+  let omittedErrors = (loaded.omitted?.errors ?? 0) + keepBounded(errors, found);
   const lines = loaded.jobs.filter((j) => j.kind === "speech");
   if (lines.length > 0) omittedErrors += keepBounded(errors, serviceProblems);
 
@@ -180,6 +187,18 @@ function fitsIn(
   return (
     (balance === undefined || total <= balance.available_points) && (budget === undefined || total <= budget)
   );
+}
+
+/**
+ * Awaits every promise, then throws the failure of the first in the list that failed: work done at
+ * once whose errors are reported as they were when it was done one after another.
+ */
+export async function allInOrder<T extends readonly unknown[]>(
+  promises: { readonly [K in keyof T]: Promise<T[K]> },
+): Promise<T> {
+  const settled = await Promise.allSettled(promises);
+  for (const s of settled) if (s.status === "rejected") throw s.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
 /** A manifest loaded without a speech price, with its lines priced now. */

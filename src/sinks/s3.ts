@@ -2,27 +2,32 @@
 // (lib-storage), hashed and counted on the way; object metadata carries job, task, fingerprint and,
 // once known, the sha256, so a later run on another machine can trust what it finds there.
 import { randomBytes } from "node:crypto";
+import { createRequire } from "node:module";
 import { pipeline, type Readable } from "node:stream";
-import {
-  AbortMultipartUploadCommand,
-  CopyObjectCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListMultipartUploadsCommand,
-  NotFound,
-  PutObjectCommand,
-  S3Client,
-  S3ServiceException,
-} from "@aws-sdk/client-s3";
-import { Upload } from "@aws-sdk/lib-storage";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import type * as ClientS3 from "@aws-sdk/client-s3";
+import type { S3Client } from "@aws-sdk/client-s3";
+import type * as LibStorage from "@aws-sdk/lib-storage";
+import type * as Presigner from "@aws-sdk/s3-request-presigner";
 import { hashing } from "./local.js";
 import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 // The SDK warns on every start that future releases need Node 22; the lockfile pins a release
 // that supports Node 20, so the warning tells a user nothing they can act on.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+
+// The AWS SDK costs about a quarter of a second of CPU and 25 MB to load, and this module is
+// reached by every run (the staging of materials imports it): it is loaded on first use, so a run
+// to a local folder never loads it. Loaded by require (the SDK ships CommonJS, the very files an
+// import would load) so that createS3Client stays synchronous.
+const load = createRequire(import.meta.url);
+let clientS3: typeof ClientS3 | undefined;
+let libStorage: typeof LibStorage | undefined;
+let presigner: typeof Presigner | undefined;
+
+function sdk(): typeof ClientS3 {
+  clientS3 ??= load("@aws-sdk/client-s3") as typeof ClientS3;
+  return clientS3;
+}
 
 export interface S3Location {
   bucket: string;
@@ -51,6 +56,7 @@ export interface S3ClientOptions {
  */
 export function createS3Client(options: S3ClientOptions = {}): S3Client {
   const endpoint = options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3;
+  const { S3Client } = sdk();
   return new S3Client({
     region: options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? "us-east-1",
     ...(options.endpoint ? { endpoint: options.endpoint } : {}),
@@ -73,6 +79,7 @@ export class S3Sink implements Sink {
   ) {}
 
   async probe(): Promise<void> {
+    const { DeleteObjectCommand, PutObjectCommand } = sdk();
     const Key = this.key(`.clapper-probe-${process.pid}-${randomBytes(4).toString("hex")}`);
     try {
       await this.client.send(
@@ -103,6 +110,7 @@ export class S3Sink implements Sink {
    * invisible; a lifecycle rule (AbortIncompleteMultipartUpload) on the bucket is the safety net.
    */
   async cleanup(before: Date): Promise<{ aborted: number }> {
+    const { AbortMultipartUploadCommand, ListMultipartUploadsCommand } = sdk();
     const Bucket = this.location.bucket;
     const Prefix = this.location.prefix ? `${this.location.prefix}/` : "";
     let aborted = 0;
@@ -150,6 +158,8 @@ export class S3Sink implements Sink {
   }
 
   async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
+    const { CopyObjectCommand, DeleteObjectCommand } = sdk();
+    libStorage ??= load("@aws-sdk/lib-storage") as typeof LibStorage;
     const { stream, result } = hashing();
     // pipeline() hears every stream's errors (an aborted download among them) and destroys the rest.
     const source = pipeline(body, stream, () => {});
@@ -162,7 +172,7 @@ export class S3Sink implements Sink {
     const Key = this.key(key);
     const metadata = options.metadata ? s3Metadata(options.metadata) : {};
     // Parts of PART_SIZE are buffered two at a time: memory stays flat whatever the file size.
-    const upload = new Upload({
+    const upload = new libStorage.Upload({
       client: this.client,
       params: {
         Bucket: this.location.bucket,
@@ -226,6 +236,7 @@ export class S3Sink implements Sink {
   }
 
   async writeText(key: string, text: string, contentType = "text/plain; charset=utf-8"): Promise<string> {
+    const { PutObjectCommand } = sdk();
     await this.client
       .send(
         new PutObjectCommand({
@@ -242,6 +253,7 @@ export class S3Sink implements Sink {
   }
 
   async stat(key: string): Promise<{ bytes: number; metadata?: Record<string, string> } | undefined> {
+    const { HeadObjectCommand, NotFound, S3ServiceException } = sdk();
     try {
       const head = await this.client.send(
         new HeadObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
@@ -260,7 +272,9 @@ export class S3Sink implements Sink {
 
   /** A GET URL valid for `seconds`, for the services to fetch a staged material. */
   presign(key: string, seconds: number): Promise<string> {
-    return getSignedUrl(
+    const { GetObjectCommand } = sdk();
+    presigner ??= load("@aws-sdk/s3-request-presigner") as typeof Presigner;
+    return presigner.getSignedUrl(
       this.client,
       new GetObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
       {
@@ -271,6 +285,7 @@ export class S3Sink implements Sink {
 
   /** Reads an object (verification of media stored in S3 reads its headers from here). */
   async read(key: string): Promise<Readable> {
+    const { GetObjectCommand } = sdk();
     const res = await this.client.send(
       new GetObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
     );

@@ -31,6 +31,13 @@ export interface Sink {
   writeText(key: string, text: string, contentType?: string): Promise<string>;
   /** Size of a stored object (and what its metadata says, where the store keeps some), or undefined. */
   stat(key: string): Promise<{ bytes: number; metadata?: Record<string, string> } | undefined>;
+  /**
+   * What `stat` says for each key (same order), where the sink can answer many at once for less
+   * than one `stat` each (a folder: one listing per folder instead of a failed stat per key).
+   */
+  statMany?(
+    keys: readonly string[],
+  ): Promise<Array<{ bytes: number; metadata?: Record<string, string> } | undefined>>;
   /** A local path to read a stored object from, when the sink has one (used to verify media). */
   localPath?(key: string): string;
   /**

@@ -155,7 +155,10 @@ async function listen(
   return listener;
 }
 
-/** What the store holds, asked for every selected job at once (a HEAD each on S3), 32 at a time. */
+/**
+ * What the store holds, asked for every selected job at once: by folder listings where the sink
+ * can (statMany), else one stat each (a HEAD on S3), 32 at a time.
+ */
 async function storeHolds(
   ctx: RunContext,
   sink: Sink,
@@ -165,6 +168,12 @@ async function storeHolds(
 ): Promise<Array<Awaited<ReturnType<Sink["stat"]>>> | RunOutcome> {
   const looking = pLimit(32);
   try {
+    if (sink.statMany) {
+      const wanted = jobs.filter(selected);
+      const found = await sink.statMany(wanted.map(outputKey));
+      const byJob = new Map(wanted.map((job, i) => [job, found[i]]));
+      return jobs.map((job) => byJob.get(job));
+    }
     return await Promise.all(
       jobs.map((job) => (selected(job) ? looking(() => sink.stat(outputKey(job))) : undefined)),
     );

@@ -8,6 +8,7 @@ import type { Clients } from "../../api/index.js";
 import type { Job } from "../../manifest/index.js";
 import type { RunContext } from "../context.js";
 import { errorInfo, type VoiceRef, voiceHash } from "../jobs.js";
+import { allInOrder } from "../plan.js";
 import type { StateStore } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
@@ -20,14 +21,12 @@ export interface Prepared {
 export async function prepare(ctx: RunContext, opened: Opened, admitted: Admitted): Promise<Prepared> {
   const { options, signal, log } = ctx;
   const { store, planned } = admitted;
-  const skillIds = await syncSkills(
-    options.clients,
-    store,
-    planned.jobs,
-    opened.located.manifest.skills,
-    signal,
-  );
-  const voiceRefs = await prepareVoices(options.clients, store, planned.jobs, signal, log);
+  // Skills (the video service) and voices (the speech service) at once: neither needs the other. A
+  // failure is reported as it was when they were done one after another: the skills' first.
+  const [skillIds, voiceRefs] = await allInOrder([
+    syncSkills(options.clients, store, planned.jobs, opened.located.manifest.skills, signal),
+    prepareVoices(options.clients, store, planned.jobs, signal, log),
+  ] as const);
   const { sink } = opened;
   if (sink.cleanup) {
     // Only uploads begun before this process held the lock: no live writer of this run owns them.
@@ -86,10 +85,11 @@ async function prepareVoices(
   signal: AbortSignal,
   log: Logger,
 ): Promise<Map<string, VoiceRef>> {
-  const { uploadReferenceAudio } = await import("../../api/index.js");
   const refs = new Map<string, VoiceRef>();
   for (const job of jobs) {
     if (job.kind !== "speech" || job.voice.source !== "file") continue;
+    // Loaded on use: its audio parser is wanted only by runs with reference voice files.
+    const { uploadReferenceAudio } = await import("../../api/reference-audio.js");
     const hash = voiceHash(job);
     if (refs.has(hash)) continue;
     const known = j.state.voices[hash];

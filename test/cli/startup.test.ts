@@ -1,0 +1,98 @@
+// What a command loads before it does its work: the first create of a run waits for every module the
+// process loads first. The AWS SDK (a quarter of a second of CPU, 25 MB) is loaded only by a run
+// that talks to S3, never by a run to a local folder. Every case is the built CLI as its own
+// process, with a preload that lists every module it loads: ES modules through a loader hook,
+// CommonJS ones (the SDK, undici) from require's cache at exit.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { staleBuild } from "../run/harness.js";
+import { clapper, type Folder, folder, type Ran, smallManifest } from "./cli-process.js";
+
+let dir: Folder;
+let preload: string;
+let good: string;
+let listed = 0;
+
+const HOOKS = `import { appendFileSync } from "node:fs";
+export async function load(url, context, next) {
+  appendFileSync(process.env.CLAPPER_TEST_LOADED, url + "\\n");
+  return next(url, context);
+}
+`;
+
+const PRELOAD = `import { appendFileSync } from "node:fs";
+import { createRequire, register } from "node:module";
+register("./hooks.mjs", import.meta.url);
+const cache = createRequire(import.meta.url).cache;
+process.on("exit", () => {
+  appendFileSync(process.env.CLAPPER_TEST_LOADED, Object.keys(cache).map((p) => p + "\\n").join(""));
+});
+`;
+
+beforeAll(async () => {
+  expect(staleBuild(), "dist/ is older than src/: run `npm run build` first").toEqual([]);
+  dir = await folder("clapper-startup-");
+  await dir.file("hooks.mjs", HOOKS);
+  preload = await dir.file("preload.mjs", PRELOAD);
+  good = await dir.file("good.yaml", smallManifest("good"));
+});
+afterAll(() => dir?.remove());
+
+/** `clapper ARGS`, and the packages (node_modules names) and files of clapper's own it loaded. */
+async function loading(args: string[]): Promise<{ ran: Ran; packages: Set<string>; own: string[] }> {
+  const list = join(dir.path, `loaded-${listed++}.txt`);
+  const ran = await clapper(args, {
+    cwd: dir.path,
+    env: { NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`, CLAPPER_TEST_LOADED: list },
+    timeoutMs: 30_000,
+  });
+  const loaded = (await readFile(list, "utf8").catch(() => "")).split("\n").filter(Boolean);
+  const packages = new Set(loaded.flatMap((u) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(u)?.[1] ?? []));
+  const own = loaded.flatMap((u) => /\/dist\/(.+\.js)$/.exec(u)?.[1] ?? []);
+  return { ran, packages, own };
+}
+
+const aws = (packages: Set<string>) => [...packages].filter((p) => /^@(aws-sdk|smithy)\//.test(p));
+
+describe("what a command loads", () => {
+  it("a run to a local folder never loads the AWS SDK", async () => {
+    const { ran, packages } = await loading(["run", good, "--sandbox", "--json", "--log-level", "silent"]);
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    // The list holds CommonJS packages loaded through an import, as the SDK was: the HTTP client.
+    expect(packages).toContain("undici");
+    expect(packages).toContain("zod");
+    expect(aws(packages)).toEqual([]);
+  }, 60_000);
+
+  it("a run to S3 loads it (the check above would see it)", async () => {
+    const { ran, packages } = await loading([
+      "run",
+      good,
+      "--sandbox",
+      "--json",
+      "--log-level",
+      "silent",
+      "--output",
+      "s3://clapper-startup/out",
+      "--s3-endpoint",
+      "http://127.0.0.1:1",
+    ]);
+    // Nothing listens there: the output's probe fails before anything is submitted.
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(6);
+    expect(aws(packages)).toContain("@aws-sdk/client-s3");
+  }, 60_000);
+
+  it("--version loads the command line's own modules: no service client, manifest reader or pipeline", async () => {
+    const { ran, packages, own } = await loading(["--version"]);
+    expect(ran.code).toBe(0);
+    for (const heavy of ["undici", "zod", "yaml", "csv-parse", "music-metadata", "@aws-sdk/client-s3"]) {
+      expect(packages, heavy).not.toContain(heavy);
+    }
+    // Its constants may come from light modules (pipeline/types.js); not the modules that do the work.
+    const work =
+      /^(pipeline\/(run|plan|jobs|stages\/.+)|manifest\/index|api\/(index|http)|engine\/(journal|limiter|tracker))\.js$/;
+    expect(own.filter((f) => work.test(f))).toEqual([]);
+  });
+});
