@@ -1,6 +1,6 @@
 // `clapper run MANIFEST`: its flags, their checks, and the handler that hands them to the run.
 import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
-import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../pipeline/run.js";
+import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../pipeline/types.js";
 import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import type { OptionSpec } from "../../options.js";
