@@ -306,7 +306,9 @@ export class HttpClient {
         return attempt(n, AbortSignal.any(signals), started);
       };
       try {
-        return await (this.gate && mode.gated ? this.gate.run(where.path, go, waitSignal(), where.method) : go());
+        return await (this.gate && mode.gated
+          ? this.gate.run(where.path, go, waitSignal(), where.method)
+          : go());
       } catch (error) {
         if (!(error instanceof ClapperApiError)) {
           const code = errorCode(error);

@@ -8,7 +8,13 @@ import { classify, fsExit, fsReason } from "../../src/cli/errors.js";
 import { bugsUrl, parseCommandLine } from "../../src/cli/main.js";
 import { envName } from "../../src/cli/options.js";
 import { escapeData, escapeProperty, workflowCommand } from "../../src/cli/output.js";
-import { parseDeadline, parseDuration, parseMaxFailures, parseNumber, parseRps } from "../../src/cli/values.js";
+import {
+  parseDeadline,
+  parseDuration,
+  parseMaxFailures,
+  parseNumber,
+  parseRps,
+} from "../../src/cli/values.js";
 
 const NOW = new Date("2026-11-24T22:00:00Z");
 
@@ -317,7 +323,9 @@ describe("--rps N|fixed:N", () => {
     );
     expect(() => parseRps("fixed:")).toThrow(/got "fixed:"/);
     expect(() => parseRps("0")).toThrow('--rps: expected a number >= 0.1, got "0"');
-    expect(() => parseRps("fixed:0.01", "CLAPPER_RPS")).toThrow('CLAPPER_RPS: expected a number >= 0.1, got "0.01"');
+    expect(() => parseRps("fixed:0.01", "CLAPPER_RPS")).toThrow(
+      'CLAPPER_RPS: expected a number >= 0.1, got "0.01"',
+    );
     expect(() => parseRps("max:5")).toThrow(/got "max:5"/);
   });
 });
