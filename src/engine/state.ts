@@ -435,3 +435,19 @@ export function openAttempt(job: JobState): Attempt | undefined {
   const last = job.attempts.at(-1);
   return last && last.spent === undefined ? last : undefined;
 }
+
+/**
+ * A job whose paid result could not be collected, for a reason other than the result being broken:
+ * --retry-failed downloads it again through its task instead of paying for a new one.
+ */
+export function downloadFailed(st: JobState): boolean {
+  const last = st.attempts.at(-1);
+  return (
+    st.status === "failed" &&
+    st.error?.code !== "result_invalid" &&
+    last?.taskId !== undefined &&
+    last.spent !== undefined &&
+    last.error === undefined &&
+    last.taskStatus === "succeeded"
+  );
+}

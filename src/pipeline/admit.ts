@@ -4,6 +4,7 @@
 
 import {
   applyRecord,
+  downloadFailed,
   type JobState,
   openAttempt,
   type RunRecord,
@@ -160,6 +161,8 @@ function stepFor(draft: Draft, job: Job, entry: StoreEntry | undefined): Step {
     }
   }
   if ((st.status === "failed" || st.status === "cancelled") && !input.retryFailed && !open) return "none";
+  // Paid for, its download failed: --retry-failed fetches it again through its task, at no cost.
+  if (!open && downloadFailed(st)) return "resume";
   // An attempt still open is resumed, even when the store holds the result: its task exists (or
   // may) and will be charged, so it is followed to its end and settled.
   // A job being collected was paid for already; an open attempt holds its reservation.

@@ -30,7 +30,7 @@ import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
 import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
-import { type Attempt, type JobState, openAttempt, type RunState } from "../engine/state.js";
+import { type Attempt, downloadFailed, type JobState, openAttempt, type RunState } from "../engine/state.js";
 import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
 import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
@@ -737,22 +737,6 @@ export class JobRunner {
       "the result could not be stored; the next run collects it",
     );
   }
-}
-
-/**
- * A job whose paid result could not be collected, for a reason other than the result being broken:
- * --retry-failed downloads it again through its task instead of paying for a new one.
- */
-function downloadFailed(st: JobState): boolean {
-  const last = st.attempts.at(-1);
-  return (
-    st.status === "failed" &&
-    st.error?.code !== "result_invalid" &&
-    last?.taskId !== undefined &&
-    last.spent !== undefined &&
-    last.error === undefined &&
-    last.taskStatus === "succeeded"
-  );
 }
 
 /**
