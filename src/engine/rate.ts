@@ -23,7 +23,7 @@ export interface RememberedRate {
   settled: boolean;
 }
 
-/** Requests per second at the start when nothing is remembered: today's fixed default. */
+/** Requests per second at the start when nothing is remembered: the old fixed default of one service. */
 export const SAFE_START_RPS = 10;
 /** The ceiling without `--rps`: far above any rate the sandbox's clients need, still finite. */
 export const DEFAULT_CEILING_RPS = 200;

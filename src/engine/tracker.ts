@@ -59,6 +59,9 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
 /** Items asked for per list page: the most either service gives. */
 const PAGE_SIZE = 100;
+/** Looks before a line's nominal end while the service's pace is not learnt yet. */
+const EARLY_LOOKS = 2;
+
 /** List pages read beyond those the followed tasks could fill, before single looks take over. */
 const PAGE_MARGIN = 2;
 
@@ -70,6 +73,8 @@ interface SpeechPlan {
   attempt: number;
   /** Looks after `endAt` that found it still open: each waits a little longer. */
   late: number;
+  /** Looks before `endAt` while the pace is not learnt yet. */
+  early?: number;
 }
 
 interface Entry<T> {
@@ -521,7 +526,18 @@ export class SpeechPoller extends Poller<SpeechTask> {
       if (task.attempt > 1) Object.assign(plan, { endAt: now + run, late: 0 });
       plan.attempt = task.attempt;
     }
-    if (now < plan.endAt) return this.clamp(plan.endAt - now);
+    if (now < plan.endAt) {
+      // Until a line here has ended, the nominal end may be far too late (a faster service, a
+      // sandbox at a small time scale: seconds late for every line of the first wave). Two looks
+      // come first, after the shortest interval and twice it, never past the nominal end: two list
+      // requests for the whole wave.
+      if (this.paces.length === 0 && (plan.early ?? 0) < EARLY_LOOKS) {
+        const probe = this.options.minIntervalMs * 2 ** (plan.early ?? 0);
+        plan.early = (plan.early ?? 0) + 1;
+        return this.clamp(Math.min(plan.endAt - now, probe));
+      }
+      return this.clamp(plan.endAt - now);
+    }
     const wait = run * SPEECH_BACKOFF_SHARE * SPEECH_BACKOFF_GROWTH ** plan.late;
     plan.late += 1;
     return this.clamp(wait);

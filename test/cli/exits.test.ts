@@ -275,11 +275,18 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
     const slow = await folder();
     try {
       const manifest = await slow.file("slow.yaml", smallManifest("slow", { slow: true }));
+      // One SIGINT (at the first create): a second, on the next create's line, would be the
+      // forced exit, whose answer is an error rather than the report.
+      let sent = false;
       const r = await clapper(
         ["run", manifest, "--sandbox", "--json", "--log-format", "json", "--poll-interval", "0.05"],
         {
           cwd: slow.path,
-          onLine: (line) => (line.includes('"event":"created"') ? "SIGINT" : undefined),
+          onLine: (line) => {
+            if (sent || !line.includes('"event":"created"')) return undefined;
+            sent = true;
+            return "SIGINT";
+          },
         },
       );
       const out = answer(r, 4);

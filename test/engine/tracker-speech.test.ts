@@ -88,7 +88,9 @@ describe("SpeechPoller looks when a line should end", () => {
     const p = new SpeechPoller(w.c.speech, DEFAULT_TRACK_OPTIONS, w.stop.signal);
     const texts = Array.from({ length: 6 }, (_, i) => lineOf(i + 3));
     const plain = await wave(w, p, texts, false);
-    expect(median(plain.late)).toBeLessThan(300);
+    // Was 2.3 s with the fixed 3 s looks; about 40 ms on the nominal plan alone, about 310 ms with
+    // the two early looks made while the pace is not learnt (the looks after them fall later).
+    expect(median(plain.late)).toBeLessThan(450);
     // The first look (at once, by one list) and the looks near the predicted ends.
     expect(plain.requests / texts.length).toBeLessThanOrEqual(1.5);
   }, 20_000);
@@ -100,9 +102,10 @@ describe("SpeechPoller looks when a line should end", () => {
     // The first attempt fails; the second starts half a second later and succeeds (about 6.1 s in all).
     const text = "[sandbox:fail-once] The tide turned at noon.";
     const result = await wave(w, p, [text], true);
-    // Measured before (a look every 3 s): 2.5 s late, 4 looks; after: 0.14 s late, 4 looks.
+    // Measured before (a look every 3 s): 2.5 s late, 4 looks; after: 0.14 s late, 4 looks, and
+    // up to two early looks while this poller has not learnt the service's pace.
     expect(result.late[0]).toBeLessThan(600);
-    expect(result.requests).toBeLessThanOrEqual(5);
+    expect(result.requests).toBeLessThanOrEqual(6);
   }, 20_000);
 
   it("learns a service ten times faster than nominal within a few waves", async () => {

@@ -79,7 +79,9 @@ describe("the request rate, remembered", () => {
       const second = await cli([...args, "--fresh"], { cwd: ws.dir, env: cliEnv(sb) }).done;
       expect(second.code, second.messages.join("\n")).toBe(0);
       const again = rateEvent(second.events);
-      expect(again?.limited as number).toBeLessThanOrEqual(2);
+      // A few at most (the run's opening questions go together, into a bucket the first run left
+      // part full), far fewer than finding the rate took.
+      expect(again?.limited as number).toBeLessThanOrEqual(4);
       expect(again?.limited as number).toBeLessThan(found?.limited as number);
     } finally {
       await ws.remove();

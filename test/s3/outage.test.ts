@@ -43,7 +43,8 @@ interface Outage {
  */
 async function runThroughOutage(root: string): Promise<Outage> {
   const output = `s3://${BUCKET}/${root}`;
-  const { s, w } = await setup();
+  // Slow enough that "slow" is hundreds of milliseconds, not tens: the test is not a race.
+  const { s, w } = await setup({ timeScale: 0.01 });
   const manifest = await w.manifest({
     name: "outage",
     shots: [
@@ -67,6 +68,9 @@ async function runThroughOutage(root: string): Promise<Outage> {
     "json",
     "--poll-interval",
     "0.02",
+    // Looks at the pace of a settled run: this test is about the store, not about finding a rate.
+    "--rps",
+    "fixed:100",
   ];
   const env = { CLAPPER_BASE_URL: s.url, CLAPPER_API_KEY: KEY, ...RETRY_ENV, ...S3_ENV };
   const run = cli(args, { cwd: w.dir, env });
