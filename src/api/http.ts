@@ -36,6 +36,8 @@ export interface Logger {
   debug(obj: object, msg?: string): void;
   info?(obj: object, msg?: string): void;
   warn(obj: object, msg?: string): void;
+  /** pino's: the debug line of an attempt is built only when it is written. */
+  isLevelEnabled?(level: string): boolean;
 }
 
 const silent: Logger = { debug() {}, warn() {} };
@@ -62,6 +64,86 @@ export interface HttpClientOptions {
 
 /** API answers are small JSON documents; anything this large is not one. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/** A signal that never aborts, for a call made without one. */
+const NEVER = new AbortController().signal;
+
+/** The signals that follow each long-lived signal (the run's), behind one listener on it. */
+const followers = new WeakMap<AbortSignal, Set<AbortController>>();
+
+function follow(parent: AbortSignal, child: AbortController): () => void {
+  let set = followers.get(parent);
+  if (!set) {
+    const mine = new Set<AbortController>();
+    set = mine;
+    followers.set(parent, mine);
+    parent.addEventListener(
+      "abort",
+      () => {
+        for (const c of mine) c.abort(parent.reason);
+        mine.clear();
+      },
+      { once: true },
+    );
+  }
+  set.add(child);
+  const added = set;
+  return () => void added.delete(child);
+}
+
+export interface LinkedSignal {
+  signal: AbortSignal;
+  /** The timeout fired (the signal's reason is a TimeoutError, as AbortSignal.timeout's is). */
+  readonly timedOut: boolean;
+  /** Stops the timeout; the signal still follows its parents. */
+  stopTimer(): void;
+  /** Lets the signal go: no timeout, and the parents no longer hold it. */
+  done(): void;
+}
+
+/**
+ * A signal aborted by any of `parents` (with its reason) or after `timeoutMs`: what
+ * AbortSignal.any over AbortSignal.timeout gives, without their cost per request (tens of
+ * microseconds, and bookkeeping that grows with every such signal alive). `done()` must be called
+ * once the signal is no longer needed.
+ */
+export function linkedSignal(
+  parents: ReadonlyArray<AbortSignal | undefined>,
+  timeoutMs?: number,
+): LinkedSignal {
+  const ac = new AbortController();
+  let timedOut = false;
+  // Unref'd like AbortSignal.timeout's: a timeout alone keeps no process alive.
+  let timer: NodeJS.Timeout | undefined =
+    timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          ac.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError"));
+        }, timeoutMs).unref();
+  const unfollow: Array<() => void> = [];
+  for (const parent of parents) {
+    if (!parent || ac.signal.aborted) continue;
+    if (parent.aborted) ac.abort(parent.reason);
+    else unfollow.push(follow(parent, ac));
+  }
+  const stopTimer = () => {
+    clearTimeout(timer);
+    timer = undefined;
+  };
+  return {
+    signal: ac.signal,
+    get timedOut() {
+      return timedOut;
+    },
+    stopTimer,
+    done() {
+      stopTimer();
+      for (const f of unfollow) f();
+      unfollow.length = 0;
+    },
+  };
+}
 
 /**
  * What the HTTP layer needs from a rate limiter: a place to run each attempt, and to be told of a
@@ -131,6 +213,8 @@ export class HttpClient {
   private readonly allowPrivateUrls: boolean;
   /** Result downloads from other origins go through a pool that connects to public addresses only. */
   private publicPool: Agent | undefined;
+  /** The service's origin, parsed once: results it serves itself are fetched through its own pool. */
+  private baseOrigin: string | undefined;
   /**
    * The service's clock minus ours, from the `Date` header of its last answer (whole seconds, so
    * within about a second): turns our timestamps into the service's, to compare with `created_at`.
@@ -158,6 +242,11 @@ export class HttpClient {
     this.userAgent = options.userAgent ?? "clapper";
     this.gate = options.gate;
     this.allowPrivateUrls = options.allowPrivateUrls ?? false;
+  }
+
+  /** Whether a debug line would be written: pino drops it after it was built otherwise. */
+  private debugging(): boolean {
+    return this.logger.isLevelEnabled?.("debug") ?? true;
   }
 
   private noteClock(header: string | string[] | undefined): void {
@@ -193,24 +282,24 @@ export class HttpClient {
       const headerId = firstHeader(res.headers["x-request-id"]);
       const body = parseBody(text);
       const requestId = requestIdOf(body) ?? headerId;
-      this.logger.debug(
-        {
-          method: opts.method,
-          path: opts.path,
-          status: res.statusCode,
-          durationMs: Math.round(performance.now() - started),
-          attempt,
-          requestId,
-        },
-        "http attempt",
-      );
-      const error = errorFromResponse(
-        res.statusCode,
-        body,
-        headerId,
-        parseRetryAfter(res.headers),
-        opts.what,
-      );
+      if (this.debugging())
+        this.logger.debug(
+          {
+            method: opts.method,
+            path: opts.path,
+            status: res.statusCode,
+            durationMs: Math.round(performance.now() - started),
+            attempt,
+            requestId,
+          },
+          "http attempt",
+        );
+      // A success without a RetCode cannot be a business error: its body is parsed once, by the
+      // answer's own schema, not first by the error schema too.
+      const error =
+        res.statusCode < 300 && !hasRetCode(body)
+          ? undefined
+          : errorFromResponse(res.statusCode, body, headerId, parseRetryAfter(res.headers), opts.what);
       if (error) throw error;
       // Any answer that is not a refusal: the service is there and serving.
       this.lastServedAt = Date.now();
@@ -287,10 +376,6 @@ export class HttpClient {
     // that may have reached the service is carried through to its answer (or the caller's signal).
     const stopped = () =>
       opts.signal?.aborted === true || (!dispatched && opts.queueSignal?.aborted === true);
-    const waitSignal = () =>
-      !dispatched && opts.queueSignal
-        ? AbortSignal.any([opts.queueSignal, ...(opts.signal ? [opts.signal] : [])])
-        : opts.signal;
     for (let n = 1; ; n++) {
       if (stopped()) throw aborted();
       let started = performance.now();
@@ -300,17 +385,16 @@ export class HttpClient {
       const go = () => {
         dispatched = true;
         started = performance.now();
-        // A streamed body may take long: its attempt is bounded by undici's idle timeouts instead.
-        const timeout = mode.streaming ? undefined : AbortSignal.timeout(this.timeoutMs);
-        const signals = [opts.signal, timeout].filter((x): x is AbortSignal => x !== undefined);
-        return attempt(n, AbortSignal.any(signals), started);
+        // A streamed body may take long and flows on after the attempt: it follows the caller's
+        // signal itself, and is bounded by undici's idle timeouts instead.
+        if (mode.streaming) return attempt(n, opts.signal ?? NEVER, started);
+        const link = linkedSignal([opts.signal], this.timeoutMs);
+        return attempt(n, link.signal, started).finally(link.done);
       };
       try {
-        return await (this.gate && mode.gated
-          ? this.gate.run(where.path, go, waitSignal(), where.method)
-          : go());
+        return await (this.gate && mode.gated ? this.gated(this.gate, where, go, opts, dispatched) : go());
       } catch (error) {
-        if (!(error instanceof ClapperApiError)) {
+        if (!(error instanceof ClapperApiError) && this.debugging()) {
           const code = errorCode(error);
           this.logger.debug(
             {
@@ -323,38 +407,7 @@ export class HttpClient {
           );
         }
         if (stopped()) throw aborted();
-        if (error instanceof ClapperApiError) {
-          // 408 arrives as a TimeoutError: worth retrying like a lost answer.
-          const retryable =
-            error.status === undefined ? error instanceof ConnectionError : isRetryableStatus(error.status);
-          if (!retryable) throw error;
-          failure = error;
-          sureNotDone = error.status !== undefined && isRefusedBeforeWork(error.status);
-        } else {
-          const code = errorCode(error);
-          // A result host that resolves to no public address: refused by policy, not a fault.
-          if (code === "ENOTPUBLIC") {
-            throw new ResultUrlError(`${opts.what}: ${(error as Error).message}`, { cause: error });
-          }
-          if (code !== undefined && NOT_SENDABLE.has(code)) {
-            // The request itself is malformed (a header undici refuses): repeating it cannot help.
-            throw new ConnectionError(
-              `${opts.what}: the request could not be sent (${(error as Error).message})`,
-              {
-                cause: error,
-              },
-            );
-          }
-          sureNotDone = code !== undefined && NOT_SENT.has(code);
-          failure = timedOut(error, code)
-            ? new TimeoutError(`${opts.what}: no answer within ${this.timeoutMs} ms`, { cause: error })
-            : new ConnectionError(
-                `${opts.what}: connection to ${origin} failed (${code ?? (error as Error).message})`,
-                {
-                  cause: error,
-                },
-              );
-        }
+        ({ failure, sureNotDone } = this.classify(error, opts.what, origin));
       }
       if (failure instanceof RateLimitError && this.gate && mode.gated) {
         this.gate.rateLimited(where.path, failure.retryAfterMs);
@@ -364,21 +417,7 @@ export class HttpClient {
       if (!(policy.retryAmbiguous || sureNotDone) || n > policy.maxRetries) throw failure;
       if (retryAfterMs !== undefined && retryAfterMs > policy.maxRetryAfterMs) throw failure;
       const delayMs = retryDelay(policy, n, retryAfterMs);
-      // Seen by whoever watches the log: an unreachable service is a line per retry, not silence. A
-      // 429 is the rate adapting, expected under load: info, not a warning.
-      const retry = {
-        event: "retry",
-        ...where,
-        origin,
-        attempt: n,
-        of: policy.maxRetries + 1,
-        next_delay_ms: Math.round(delayMs),
-        ...(failure.status !== undefined ? { status: failure.status } : {}),
-        error: failure.message,
-      };
-      const text = `${opts.what} failed (attempt ${n} of ${policy.maxRetries + 1}); trying again in ${(delayMs / 1000).toFixed(1)} s`;
-      if (failure instanceof RateLimitError) this.logger.info?.(retry, text);
-      else this.logger.warn(retry, text);
+      this.noteRetry(policy, opts.what, { ...where, origin }, n, delayMs, failure);
       try {
         await sleep(delayMs, undefined, opts.signal ? { signal: opts.signal } : undefined);
       } catch {
@@ -388,13 +427,91 @@ export class HttpClient {
   }
 
   /**
+   * Runs an attempt in its turn at the gate. Until a first attempt has left, the wait for a turn
+   * also ends with the queue signal (see RequestOptions.queueSignal).
+   */
+  private async gated<T>(
+    gate: RequestGate,
+    where: { method: string; path: string },
+    go: () => Promise<T>,
+    opts: { signal?: AbortSignal; queueSignal?: AbortSignal },
+    dispatched: boolean,
+  ): Promise<T> {
+    if (dispatched || !opts.queueSignal) return gate.run(where.path, go, opts.signal, where.method);
+    const wait = linkedSignal([opts.queueSignal, opts.signal]);
+    try {
+      return await gate.run(where.path, go, wait.signal, where.method);
+    } finally {
+      wait.done();
+    }
+  }
+
+  /** What a failed attempt means: the error to retry (and whether it surely did nothing), or thrown. */
+  private classify(
+    error: unknown,
+    what: string,
+    origin: string,
+  ): { failure: ClapperApiError; sureNotDone: boolean } {
+    if (error instanceof ClapperApiError) {
+      // 408 arrives as a TimeoutError: worth retrying like a lost answer.
+      const retryable =
+        error.status === undefined ? error instanceof ConnectionError : isRetryableStatus(error.status);
+      if (!retryable) throw error;
+      return { failure: error, sureNotDone: error.status !== undefined && isRefusedBeforeWork(error.status) };
+    }
+    const code = errorCode(error);
+    // A result host that resolves to no public address: refused by policy, not a fault.
+    if (code === "ENOTPUBLIC") {
+      throw new ResultUrlError(`${what}: ${(error as Error).message}`, { cause: error });
+    }
+    if (code !== undefined && NOT_SENDABLE.has(code)) {
+      // The request itself is malformed (a header undici refuses): repeating it cannot help.
+      throw new ConnectionError(`${what}: the request could not be sent (${(error as Error).message})`, {
+        cause: error,
+      });
+    }
+    const failure = timedOut(error, code)
+      ? new TimeoutError(`${what}: no answer within ${this.timeoutMs} ms`, { cause: error })
+      : new ConnectionError(`${what}: connection to ${origin} failed (${code ?? (error as Error).message})`, {
+          cause: error,
+        });
+    return { failure, sureNotDone: code !== undefined && NOT_SENT.has(code) };
+  }
+
+  /**
+   * Seen by whoever watches the log: an unreachable service is a line per retry, not silence. A
+   * 429 is the rate adapting, expected under load: info, not a warning.
+   */
+  private noteRetry(
+    policy: RetryPolicy,
+    what: string,
+    where: { method: string; path: string; origin: string },
+    n: number,
+    delayMs: number,
+    failure: ClapperApiError,
+  ): void {
+    const retry = {
+      event: "retry",
+      ...where,
+      attempt: n,
+      of: policy.maxRetries + 1,
+      next_delay_ms: Math.round(delayMs),
+      ...(failure.status !== undefined ? { status: failure.status } : {}),
+      error: failure.message,
+    };
+    const text = `${what} failed (attempt ${n} of ${policy.maxRetries + 1}); trying again in ${(delayMs / 1000).toFixed(1)} s`;
+    if (failure instanceof RateLimitError) this.logger.info?.(retry, text);
+    else this.logger.warn(retry, text);
+  }
+
+  /**
    * Opens a result URL (signed; no API key) and hands back the body as a stream, so a file of any
    * size passes through without being held in memory. Failures before the body starts are
    * retried like reads; a 403/404/410 is thrown at once (an expired URL is renewed by the caller).
    */
   async download(url: string, opts: { signal?: AbortSignal; what: string }): Promise<Download> {
-    const dispatcher = this.resultDispatcher(url, opts.what);
-    const path = new URL(url).pathname;
+    const { dispatcher, target } = this.resultDispatcher(url, opts.what);
+    const path = target.pathname;
     return this.withRetries(
       this.policies.read,
       opts,
@@ -411,10 +528,11 @@ export class HttpClient {
         });
         const durationMs = Math.round(performance.now() - started);
         const headerId = firstHeader(res.headers["x-request-id"]);
-        this.logger.debug(
-          { method: "GET", path, status: res.statusCode, durationMs, attempt, requestId: headerId },
-          "http attempt",
-        );
+        if (this.debugging())
+          this.logger.debug(
+            { method: "GET", path, status: res.statusCode, durationMs, attempt, requestId: headerId },
+            "http attempt",
+          );
         if (res.statusCode >= 200 && res.statusCode < 300) {
           const length = Number(firstHeader(res.headers["content-length"]));
           const type = firstHeader(res.headers["content-type"]);
@@ -435,7 +553,7 @@ export class HttpClient {
           ) ?? new ServiceError(`${opts.what}: HTTP ${res.statusCode}`, res.statusCode, headerId, undefined)
         );
       },
-      { gated: false, streaming: true, origin: new URL(url).origin },
+      { gated: false, streaming: true, origin: target.origin },
     );
   }
 
@@ -445,13 +563,15 @@ export class HttpClient {
    * sandbox serves results from itself) or private addresses are allowed. Host names are checked
    * after resolution, at connect time, so a name that resolves to a private address is refused too.
    */
-  private resultDispatcher(url: string, what: string): Dispatcher {
+  private resultDispatcher(url: string, what: string): { dispatcher: Dispatcher; target: URL } {
     const problem = checkAbsoluteUrl(url);
     if (problem) throw new ResultUrlError(`${what}: the result URL is not usable: ${problem}`);
     const parsed = new URL(url);
     if (parsed.username || parsed.password)
       throw new ResultUrlError(`${what}: the result URL carries user information; refused`);
-    if (this.allowPrivateUrls || parsed.origin === new URL(this.baseUrl).origin) return this.dispatcher;
+    this.baseOrigin ??= new URL(this.baseUrl).origin;
+    if (this.allowPrivateUrls || parsed.origin === this.baseOrigin)
+      return { dispatcher: this.dispatcher, target: parsed };
     const cls = classifyHostLiteral(parsed.hostname);
     if (cls !== "public" && cls !== "name") {
       throw new ResultUrlError(
@@ -463,7 +583,7 @@ export class HttpClient {
       connections: 16,
       connect: { lookup: publicLookup },
     });
-    return this.publicPool;
+    return { dispatcher: this.publicPool, target: parsed };
   }
   private validate<T>(opts: RequestOptions<T>, body: unknown, requestId: string | undefined): T {
     const parsed = opts.schema.safeParse(body);
@@ -585,6 +705,11 @@ function parseBody(text: string): unknown {
     // Downstream HTTP errors may be plain text or HTML; keep the text for the message.
     return text;
   }
+}
+
+/** Whether an answer carries the RetCode of the business-error shape (BusinessErrorBody). */
+function hasRetCode(body: unknown): boolean {
+  return typeof body === "object" && body !== null && "RetCode" in body;
 }
 
 function requestIdOf(body: unknown): string | undefined {

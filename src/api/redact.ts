@@ -31,13 +31,40 @@ export function redact(text: string): string {
   return out.includes("sk-ml-") ? out.replace(KEY_SHAPE, `sk-ml-${REDACTED}`) : out;
 }
 
-/** Redacts every string inside a JSON-like value (a copy; the input is not changed). */
+/** Whether `redact` could change this text. */
+function mayHoldSecret(text: string): boolean {
+  if (text.includes("sk-ml-")) return true;
+  for (const secret of secrets) if (text.includes(secret)) return true;
+  return false;
+}
+
+/** Whether any string inside a JSON-like value could hold a secret (nothing is copied to find out). */
+function anySecret(value: unknown): boolean {
+  if (typeof value === "string") return mayHoldSecret(value);
+  if (Array.isArray(value)) return value.some(anySecret);
+  if (value !== null && typeof value === "object") {
+    for (const key in value) {
+      if (Object.hasOwn(value, key) && anySecret((value as Record<string, unknown>)[key])) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Redacts every string inside a JSON-like value; the input is never changed. A value with nothing
+ * to redact (nearly every journal record) is returned as it is: copying each one cost more than
+ * looking.
+ */
 export function redactDeep<T>(value: T): T {
+  return anySecret(value) ? redactCopy(value) : value;
+}
+
+function redactCopy<T>(value: T): T {
   if (typeof value === "string") return redact(value) as T;
-  if (Array.isArray(value)) return value.map((v) => redactDeep(v)) as T;
+  if (Array.isArray(value)) return value.map((v) => redactCopy(v)) as T;
   if (value !== null && typeof value === "object") {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = redactDeep(v);
+    for (const [k, v] of Object.entries(value)) out[k] = redactCopy(v);
     return out as T;
   }
   return value;

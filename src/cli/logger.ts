@@ -22,9 +22,63 @@ export const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info"
 export type LogFormat = "json" | "pretty";
 export const LOG_FORMATS: readonly LogFormat[] = ["json", "pretty"];
 
+/** pino sets `lastLevel` on a destination that asks for it, before each write. */
+const NEEDS_METADATA = Symbol.for("pino.metadata");
+const WARN = 40;
+/** Destinations holding lines: written out when the process exits, whatever the way it exits. */
+const holding = new Set<LineBatch>();
+let exitHooked = false;
+
+/**
+ * stderr, with the info and debug lines of one turn written together: a run logs an event per state
+ * change, thousands of lines, and a system call each cost more than building them. The lines go out
+ * at the end of this turn of the event loop, or before the process exits; a warning or an error
+ * goes out at once, behind the lines before it.
+ */
+class LineBatch {
+  readonly [NEEDS_METADATA] = true;
+  lastLevel = 0;
+  private lines: string[] = [];
+
+  constructor(private readonly out: { write(text: string): unknown }) {}
+
+  write(line: string): void {
+    this.lines.push(line);
+    if (this.lastLevel >= WARN) {
+      this.drain();
+      return;
+    }
+    if (this.lines.length > 1) return;
+    if (!exitHooked) {
+      exitHooked = true;
+      process.on("exit", drainAll);
+    }
+    holding.add(this);
+    setImmediate(() => this.drain());
+  }
+
+  drain(): void {
+    holding.delete(this);
+    if (this.lines.length === 0) return;
+    const text = this.lines.length === 1 ? (this.lines[0] as string) : this.lines.join("");
+    this.lines = [];
+    this.out.write(text);
+  }
+
+  /** `logger.flush()`: what is held goes out now (synchronously). */
+  flush(done?: (error?: Error) => void): void {
+    this.drain();
+    done?.();
+  }
+}
+
+function drainAll(): void {
+  for (const batch of [...holding]) batch.drain();
+}
+
 export function createLogger(
   level: LogLevel = "warn",
-  destination: pino.DestinationStream = pino.destination({ dest: 2, sync: true }),
+  destination: pino.DestinationStream = new LineBatch(pino.destination({ dest: 2, sync: true })),
 ): Logger {
   return pino(
     {

@@ -2,11 +2,11 @@
 // size, checked against its own container structure and duration as it flows, hashed and counted
 // by the sink, and visible under its name only once every check passed.
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
-import { pipeline, type Readable, Transform } from "node:stream";
+import { type Readable, Transform } from "node:stream";
 import { ConnectionError } from "../api/errors.js";
-import type { Download, HttpClient } from "../api/http.js";
+import { type Download, type HttpClient, linkedSignal } from "../api/http.js";
 import type { Sink, Written } from "../sinks/sink.js";
-import { mediaCheck, ResultTooLargeError } from "./media-check.js";
+import { asBuffer, type MediaChecker, mediaChecker, ResultTooLargeError } from "./media-check.js";
 
 export interface ResultSpec {
   /** Job id, for messages. */
@@ -45,15 +45,14 @@ export async function storeResult(
       spec.maxBytes,
     );
   }
-  const check = mediaCheck({
+  const check = mediaChecker({
     kind: spec.kind,
     maxBytes: spec.maxBytes,
     ...(spec.expectedSeconds !== undefined ? { expectedSeconds: spec.expectedSeconds } : {}),
   });
-  // pipeline() listens for errors on every stream and destroys them all together: an abort or a
-  // reset connection mid-download ends the sink's write with an error, never as an unheard event.
-  const meter = rateFloor(spec.id);
-  const body: Readable = pipeline(res.body, meter, check.stream, () => {});
+  // One pass over the bytes measures the rate and checks the container: a stream per concern
+  // cost more than the check itself.
+  const body = joined(res.body, rateFloor(spec.id, RATE_GRACE_MS, MIN_BYTES_PER_SECOND, check));
   return sink.write(spec.key, body, {
     ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
     contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
@@ -74,16 +73,61 @@ const RATE_GRACE_MS = 30_000;
 const MIN_BYTES_PER_SECOND = 16 * 1024;
 
 /**
+ * `source` flowing into `through`, as pipeline() would join them without its per-call costs: an
+ * error of either (an abort, a reset connection, a failed check) destroys both, so the sink's
+ * write ends with that error, never with an unheard event or a connection left open.
+ */
+function joined(source: Readable, through: Transform): Transform {
+  source.on("error", (error) => through.destroy(error));
+  source.on("close", () => {
+    if (!source.readableEnded) through.destroy(prematureClose());
+  });
+  through.on("close", () => {
+    if (!source.destroyed) source.destroy();
+  });
+  // Bytes flow before the sink starts reading (it opens its file first): an error then is kept in
+  // the stream's state and thrown to the sink when it reads, never left as an unheard 'error' event.
+  through.on("error", () => {});
+  source.pipe(through);
+  return through;
+}
+
+function prematureClose(): Error {
+  return Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" });
+}
+
+/**
  * Passes bytes through and stops a download whose average rate stays under the floor after the
  * grace period: the HTTP layer's idle timeout alone lets a byte every 29 s hold a job for days.
+ * With `check`, every chunk is also handed to it, and its end checks the whole result.
  */
-export function rateFloor(what: string, graceMs = RATE_GRACE_MS, minRate = MIN_BYTES_PER_SECOND): Transform {
+export function rateFloor(
+  what: string,
+  graceMs = RATE_GRACE_MS,
+  minRate = MIN_BYTES_PER_SECOND,
+  check?: MediaChecker,
+): Transform {
   const started = Date.now();
   let bytes = 0;
   const meter = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      bytes += chunk.length;
-      done(null, chunk);
+    transform(chunk: Buffer | Uint8Array | string, encoding, done) {
+      const buf = asBuffer(chunk, encoding);
+      bytes += buf.length;
+      try {
+        check?.push(buf);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
+      done(null, buf);
+    },
+    flush(done) {
+      try {
+        check?.end();
+        done();
+      } catch (error) {
+        done(error as Error);
+      }
     },
   });
   const timer = setInterval(
@@ -157,15 +201,19 @@ export class DownloadTrail {
     const target = new URL(url);
     this.host = target.host;
     const left = this.budgetMs - this.waitedMs;
-    const budget = new AbortController();
     // setTimeout turns an infinite delay into 1 ms: no timer at all then.
-    const timer = Number.isFinite(left) ? setTimeout(() => budget.abort(), Math.max(0, left)) : undefined;
+    const budget = linkedSignal([signal], Number.isFinite(left) ? Math.max(0, left) : undefined);
     const stop = watchRequests(`${target.origin}${target.pathname}${target.search}`, this);
     const started = Date.now();
     try {
-      return await download(AbortSignal.any([signal, budget.signal]));
+      const res = await download(budget.signal);
+      // The body flows on under the caller's signal; let go of it when the body is done.
+      if (res.body.closed) budget.done();
+      else res.body.once("close", budget.done);
+      return res;
     } catch (error) {
-      if (budget.signal.aborted && !signal.aborted) {
+      budget.done();
+      if (budget.timedOut && !signal.aborted) {
         const answer = this.status === undefined ? "no answer" : `last answer HTTP ${this.status}`;
         throw new DownloadTimeUpError(
           `${what}: ${this.tries} tries to ${this.host} in ${this.budgetMs / 1000} s got no file (${answer})`,
@@ -174,7 +222,7 @@ export class DownloadTrail {
       throw error;
     } finally {
       // Cleared before the body flows: the budget never cuts a transfer short.
-      clearTimeout(timer);
+      budget.stopTimer();
       stop();
       this.waitedMs += Date.now() - started;
     }

@@ -149,11 +149,16 @@ export class Journal<S, R extends { t: string }> {
   }
 
   private kick(): void {
-    this.draining ??= this.drain().finally(() => {
-      this.draining = undefined;
-      // Something queued between the last check and now must not wait for the next append.
-      if (this.queue.length > 0) this.kick();
-    });
+    // The first write waits for the end of this turn of the event loop: the records of every
+    // answer that came in with it go out in one write and one flush, not the first alone and then
+    // the rest behind it.
+    this.draining ??= new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.drain())
+      .finally(() => {
+        this.draining = undefined;
+        // Something queued between the last check and now must not wait for the next append.
+        if (this.queue.length > 0) this.kick();
+      });
   }
 
   /** Works through the queue in order: runs of lines as one write, compactions in their place. */

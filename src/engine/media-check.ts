@@ -140,34 +140,35 @@ interface Scanner {
   finish(total: number): number;
 }
 
-export function mediaCheck(options: MediaCheckOptions): MediaCheck {
+/** The check without a stream around it, for a caller that already has one pass over the bytes. */
+export interface MediaChecker {
+  /** Takes the next bytes; throws a MediaCheckError (ResultTooLargeError past the limit). */
+  push(chunk: Buffer): void;
+  /** Once every byte is in: the whole result is checked; throws a MediaCheckError. */
+  end(): MediaCheckResult;
+  /** Throws until end() passed every check. */
+  result(): MediaCheckResult;
+}
+
+export function mediaChecker(options: MediaCheckOptions): MediaChecker {
   const { kind, expectedSeconds, maxBytes } = options;
   if (!(maxBytes > 0)) throw new RangeError(`maxBytes must be > 0, got ${maxBytes}`);
   const scanner: Scanner = kind === "video" ? new Mp4Scanner(maxBytes) : new WavScanner(maxBytes);
   const label = kind === "video" ? "MP4" : "WAV";
   let bytes = 0;
   let outcome: MediaCheckResult | undefined;
-  const stream = new Transform({
-    transform(chunk: Buffer | Uint8Array | string, encoding, done) {
-      const buf = Buffer.isBuffer(chunk)
-        ? chunk
-        : typeof chunk === "string"
-          ? Buffer.from(chunk, encoding)
-          : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-      if (bytes + buf.length > maxBytes) {
-        done(tooLarge(`the result reached ${n(bytes + buf.length)} bytes and was stopped there`, maxBytes));
-        return;
-      }
+  return {
+    push(buf) {
+      if (bytes + buf.length > maxBytes)
+        throw tooLarge(`the result reached ${n(bytes + buf.length)} bytes and was stopped there`, maxBytes);
       bytes += buf.length;
       try {
         scanner.push(buf);
       } catch (error) {
-        done(asCheckError(error, label));
-        return;
+        throw asCheckError(error, label);
       }
-      done(null, buf);
     },
-    flush(done) {
+    end() {
       try {
         if (bytes === 0) throw new MediaCheckError(`the result is empty (0 bytes), not a ${label} file`);
         const seconds = scanner.finish(bytes);
@@ -179,20 +180,51 @@ export function mediaCheck(options: MediaCheckOptions): MediaCheck {
           );
         }
         outcome = { bytes, seconds };
-        done();
+        return outcome;
       } catch (error) {
-        done(asCheckError(error, label));
+        throw asCheckError(error, label);
       }
     },
-  });
-  return {
-    stream,
     result() {
       if (!outcome)
         throw new Error("mediaCheck: result() called before the stream ended and passed its checks");
       return outcome;
     },
   };
+}
+
+/** Bytes of any kind a stream may carry, as a Buffer (no copy for a Buffer or a Uint8Array). */
+export function asBuffer(chunk: Buffer | Uint8Array | string, encoding: BufferEncoding): Buffer {
+  return Buffer.isBuffer(chunk)
+    ? chunk
+    : typeof chunk === "string"
+      ? Buffer.from(chunk, encoding)
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+
+export function mediaCheck(options: MediaCheckOptions): MediaCheck {
+  const checker = mediaChecker(options);
+  const stream = new Transform({
+    transform(chunk: Buffer | Uint8Array | string, encoding, done) {
+      const buf = asBuffer(chunk, encoding);
+      try {
+        checker.push(buf);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
+      done(null, buf);
+    },
+    flush(done) {
+      try {
+        checker.end();
+        done();
+      } catch (error) {
+        done(error as Error);
+      }
+    },
+  });
+  return { stream, result: () => checker.result() };
 }
 
 /** The same check over a stored file, read once. */

@@ -74,6 +74,8 @@ async function writeAll(file: FileHandle, chunks: Buffer[]): Promise<void> {
   let rest = chunks;
   while (rest.length > 0) {
     const { bytesWritten } = await file.writev(rest);
+    // A file takes bytes or fails; nothing written at all would loop here for ever.
+    if (bytesWritten === 0 && rest.some((c) => c.length > 0)) throw new Error("the file took no bytes");
     rest = skip(rest, bytesWritten);
   }
 }
