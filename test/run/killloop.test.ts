@@ -213,7 +213,8 @@ async function campaignOf(
       const args = ["run", ws.manifest, ...RUN_FLAGS, ...out.flags, ...FLAGS[step.command]];
       let finished = false;
       for (let k = 0; k < step.kills && !finished; k++) {
-        const ms = between(80, 1800);
+        // Runs take 0.5-1.5 s here: most stops land while one runs, some as it closes.
+        const ms = between(80, 1300);
         // One stop in three is a SIGTERM (the run saves and exits 4), the rest SIGKILL.
         const term = random() < 1 / 3;
         // One SIGTERM, `ms` after the first log line (a second would exit at once, as designed).
@@ -389,8 +390,12 @@ describe("the kill loop: random SIGKILLs and SIGTERMs over runs, --fresh, --retr
     expect(logs).toHaveLength(plans.length);
     // The stops did land: most runs of the loop were stopped, not completed, and both signals were sent.
     const runs = logs.flatMap((l) => l.runs);
-    expect(runs.filter((r) => r.includes("killed at")).length).toBeGreaterThanOrEqual(18);
-    expect(runs.filter((r) => r.includes("terminated at")).length).toBeGreaterThanOrEqual(3);
+    // (Measured: 26-33 stops of the 46 planned, runs now ending in 0.5-1.5 s; one in three a SIGTERM.)
+    const killed = runs.filter((r) => r.includes("killed at")).length;
+    const terminated = runs.filter((r) => r.includes("terminated at")).length;
+    expect(killed + terminated, runs.join("\n")).toBeGreaterThanOrEqual(20);
+    expect(killed).toBeGreaterThanOrEqual(12);
+    expect(terminated).toBeGreaterThanOrEqual(3);
   });
 });
 
