@@ -6,7 +6,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type Clients, createClients } from "../../src/api/index.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
-import { type Hit, scripted } from "../fixtures/servers.js";
+import type { Hit } from "../fixtures/servers.js";
+import { jsonServer, speechTask, videoTask } from "../fixtures/tasks.js";
 import { KEY, sandbox } from "../helpers/sandbox.js";
 
 const closers: Array<() => Promise<void>> = [];
@@ -21,59 +22,12 @@ function connect(url: string): Clients {
 }
 
 async function serve(script: (query: URLSearchParams, hit: Hit) => unknown) {
-  const server = await scripted((_n, hit) => ({
-    status: 200,
-    json: script(new URL(hit.url, "http://x").searchParams, hit),
-  }));
+  const server = await jsonServer(script);
   closers.push(() => server.close());
   return server;
 }
 
 const at = Math.floor(Date.now() / 1000);
-
-function speechTask(id: string, createdAt = at) {
-  return {
-    task_id: id,
-    type: "text_to_speech",
-    input: {
-      text: "A line.",
-      language: "EN",
-      voice: { source: "preset", voice_id: "en_female_bright" },
-      speed: 1,
-      auto_emotion: true,
-      emotion_strength: 0.8,
-      save_voice: false,
-    },
-    status: "succeeded",
-    attempt: 1,
-    max_attempts: 3,
-    point_cost: 2,
-    point_status: "consumed",
-    error_message: "",
-    output_url: `https://cdn.example.com/${id}.wav`,
-    output_size: 1000,
-    created_at: createdAt,
-    started_at: createdAt,
-    finished_at: createdAt + 1,
-  };
-}
-
-function videoTask(id: string, createdAt = at) {
-  return {
-    id,
-    model: "Vid-H3",
-    status: "succeeded",
-    created_at: createdAt,
-    updated_at: createdAt,
-    resolution: "480P",
-    duration: 4,
-    ratio: "16:9",
-    task_type: "generation",
-    modality: "video",
-    estimated_remaining_seconds: 0,
-    usage: {},
-  };
-}
 
 async function all<T>(walk: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
@@ -88,7 +42,7 @@ describe("SpeechClient.listTasks", () => {
     const server = await serve((q) => {
       const offset = Number(q.get("offset"));
       return {
-        items: ids.slice(offset, offset + 4).map((id) => speechTask(id)),
+        items: ids.slice(offset, offset + 4).map((id) => speechTask(id, "succeeded", at)),
         total: 8,
         status_counts: {},
       };
@@ -105,7 +59,7 @@ describe("SpeechClient.listTasks", () => {
       const now = hit.n === 1 ? ids : ["s_9", ...ids];
       const offset = Number(q.get("offset"));
       const limit = Number(q.get("limit"));
-      const items = now.slice(offset, offset + limit).map((id) => speechTask(id));
+      const items = now.slice(offset, offset + limit).map((id) => speechTask(id, "succeeded", at));
       return { items, total: now.length, status_counts: {} };
     });
     const tasks = await all(connect(server.url).speech.listTasks({ limit: 3 }));
@@ -116,7 +70,8 @@ describe("SpeechClient.listTasks", () => {
   it("stops at an empty page though `total` says more", async () => {
     const server = await serve((q) => {
       const offset = Number(q.get("offset"));
-      const items = offset === 0 ? [speechTask("s_1"), speechTask("s_2")] : [];
+      const items =
+        offset === 0 ? [speechTask("s_1", "succeeded", at), speechTask("s_2", "succeeded", at)] : [];
       return { items, total: 50, status_counts: {} };
     });
     const tasks = await all(connect(server.url).speech.listTasks());
@@ -149,7 +104,10 @@ describe("VideoClient.listTasks", () => {
     // Asked for 100 a page, this service cuts its pages at 30: pages 1, 2, 3.
     const server = await serve((q) => {
       const page = Number(q.get("page_num"));
-      return { items: ids.slice((page - 1) * 30, page * 30).map((id) => videoTask(id)), total: ids.length };
+      return {
+        items: ids.slice((page - 1) * 30, page * 30).map((id) => videoTask(id, "succeeded", at)),
+        total: ids.length,
+      };
     });
     const tasks = await all(connect(server.url).video.listTasks());
     expect(tasks.map((t) => t.id)).toEqual(ids);
@@ -163,7 +121,7 @@ describe("VideoClient.listTasks", () => {
   it("yields each task once and stops at the last page `total` allows, whatever the pages hold", async () => {
     // A service that answers page 1 for every page number.
     const server = await serve(() => ({
-      items: Array.from({ length: 10 }, (_, i) => videoTask(`t_${i}`)),
+      items: Array.from({ length: 10 }, (_, i) => videoTask(`t_${i}`, "succeeded", at)),
       total: 25,
     }));
     const tasks = await all(connect(server.url).video.listTasks());

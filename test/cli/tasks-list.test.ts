@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createClients } from "../../src/api/index.js";
 import { createLogger } from "../../src/cli/logger.js";
 import { main } from "../../src/cli/main.js";
-import { type Hit, scripted } from "../fixtures/servers.js";
+import type { Hit } from "../fixtures/servers.js";
+import { jsonServer, speechTask, videoTask } from "../fixtures/tasks.js";
 import { KEY, sandbox } from "../helpers/sandbox.js";
 
 const closers: Array<() => Promise<void>> = [];
@@ -28,59 +29,16 @@ async function json(argv: string[], baseUrl: string): Promise<Array<{ id: string
 }
 
 async function serve(script: (query: URLSearchParams, hit: Hit) => unknown) {
-  const server = await scripted((_n, hit) => ({
-    status: 200,
-    json: script(new URL(hit.url, "http://x").searchParams, hit),
-  }));
+  const server = await jsonServer(script);
   closers.push(() => server.close());
   return server;
 }
 
 const NOW = Math.floor(Date.now() / 1000);
 
-const speechTask = (id: string, createdAt: number) => ({
-  task_id: id,
-  type: "text_to_speech",
-  input: {
-    text: "A line.",
-    language: "EN",
-    voice: { source: "preset", voice_id: "en_female_bright" },
-    speed: 1,
-    auto_emotion: true,
-    emotion_strength: 0.8,
-    save_voice: false,
-  },
-  status: "succeeded",
-  attempt: 1,
-  max_attempts: 3,
-  point_cost: 2,
-  point_status: "consumed",
-  error_message: "",
-  output_url: "",
-  output_size: 1000,
-  created_at: createdAt,
-  started_at: createdAt,
-  finished_at: createdAt + 1,
-});
-
-const videoTask = (id: string, createdAt: number) => ({
-  id,
-  model: "Vid-H3",
-  status: "succeeded",
-  created_at: createdAt,
-  updated_at: createdAt,
-  resolution: "480P",
-  duration: 4,
-  ratio: "16:9",
-  task_type: "generation",
-  modality: "video",
-  estimated_remaining_seconds: 0,
-  usage: {},
-});
-
 describe("clapper tasks list", () => {
   it("shows all 8 speech tasks when the service gives 4 a page though asked for 8", async () => {
-    const tasks = Array.from({ length: 8 }, (_, i) => speechTask(`s_${8 - i}`, NOW - i));
+    const tasks = Array.from({ length: 8 }, (_, i) => speechTask(`s_${8 - i}`, "succeeded", NOW - i));
     const server = await serve((q) => {
       const offset = Number(q.get("offset") ?? 0);
       return { items: tasks.slice(offset, offset + 4), total: tasks.length, status_counts: {} };
@@ -91,7 +49,7 @@ describe("clapper tasks list", () => {
 
   it("shows the newest video tasks of a service that lists oldest first, reading from the last page", async () => {
     // 250 tasks, oldest first: the newest three are the last items of page 3.
-    const tasks = Array.from({ length: 250 }, (_, i) => videoTask(`t_${i}`, NOW - 10_000 + i));
+    const tasks = Array.from({ length: 250 }, (_, i) => videoTask(`t_${i}`, "succeeded", NOW - 10_000 + i));
     const server = await serve((q) => {
       const page = Number(q.get("page_num") ?? 1);
       const size = Number(q.get("page_size") ?? 20);

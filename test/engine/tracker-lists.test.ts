@@ -11,6 +11,7 @@ import { VideoClient } from "../../src/api/video-client.js";
 import { SpeechPoller, type TrackOptions, VideoPoller } from "../../src/engine/tracker.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
 import { type Hit, proxy, type Scripted, scripted } from "../fixtures/servers.js";
+import { speechTask, videoTask } from "../fixtures/tasks.js";
 import { KEY, sandbox } from "../helpers/sandbox.js";
 
 const closers: Array<() => Promise<void>> = [];
@@ -19,51 +20,6 @@ afterEach(async () => {
 });
 
 const NOW = () => Math.floor(Date.now() / 1000);
-
-function videoTask(id: string, status: string, createdAt: number, remaining = 0) {
-  return {
-    id,
-    model: "Vid-H3",
-    status,
-    created_at: createdAt,
-    updated_at: createdAt,
-    resolution: "480P",
-    duration: 4,
-    ratio: "16:9",
-    task_type: "generation",
-    modality: "video",
-    estimated_remaining_seconds: status === "running" || status === "queued" ? remaining : 0,
-    usage: {},
-  };
-}
-
-function speechTask(id: string, status: string, createdAt: number) {
-  const ended = ["succeeded", "failed", "cancelled"].includes(status);
-  return {
-    task_id: id,
-    type: "text_to_speech",
-    input: {
-      text: "A line.",
-      language: "EN",
-      voice: { source: "preset", voice_id: "en_female_bright" },
-      speed: 1,
-      auto_emotion: true,
-      emotion_strength: 0.8,
-      save_voice: false,
-    },
-    status,
-    attempt: status === "queued" ? 0 : 1,
-    max_attempts: 3,
-    point_cost: 2,
-    point_status: status === "succeeded" ? "consumed" : "reserved",
-    error_message: "",
-    output_url: status === "succeeded" ? `https://cdn.example.com/${id}.wav` : "",
-    output_size: status === "succeeded" ? 1000 : 0,
-    created_at: createdAt,
-    started_at: status === "queued" ? 0 : createdAt,
-    finished_at: ended ? createdAt + 1 : 0,
-  };
-}
 
 const FAST_READS = { read: { maxRetries: 1, baseDelayMs: 1, maxDelayMs: 2 } };
 
