@@ -33,6 +33,8 @@ import {
 const SEED = Number(process.env.CLAPPER_KILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const random = rng(SEED);
 const between = (lo: number, hi: number) => Math.floor(lo + random() * (hi - lo + 1));
+/** Stops sent so far, across the loop: every third is a SIGTERM. */
+let stops = 0;
 const RUN_FLAGS = ["--log-format", "json", "--poll-interval", "0.05", "--max-attempts", "2"];
 /** The run's cap: room for a whole generation, a --fresh one and the retries, and no more. */
 const CAP = 400;
@@ -213,10 +215,12 @@ async function campaignOf(
       const args = ["run", ws.manifest, ...RUN_FLAGS, ...out.flags, ...FLAGS[step.command]];
       let finished = false;
       for (let k = 0; k < step.kills && !finished; k++) {
-        // Runs take 0.5-1.5 s here: most stops land while one runs, some as it closes.
-        const ms = between(80, 1300);
-        // One stop in three is a SIGTERM (the run saves and exits 4), the rest SIGKILL.
-        const term = random() < 1 / 3;
+        // One stop in three is a SIGTERM (the run saves and exits 4), the rest SIGKILL. Counted, not
+        // drawn: with a 1-in-3 draw a seed now and then sent too few SIGTERMs that landed.
+        const term = ++stops % 3 === 0;
+        // Runs take 0.5-1.5 s here: most stops land while one runs, some as it closes. A SIGTERM is
+        // sent earlier (it counts from the first log line, a SIGKILL from the spawn).
+        const ms = term ? between(50, 700) : between(80, 1300);
         // One SIGTERM, `ms` after the first log line (a second would exit at once, as designed).
         let sent = false;
         const once = (): "SIGTERM" | undefined => {

@@ -154,20 +154,24 @@ describe("a 60 MB result into S3", () => {
     let mark = store.requests.length;
     const big = await measuredRun("big", PAD);
     await expectStored("big", big, tinyBytes + PAD, store.requests.slice(mark));
-    // Twice the size: a runner that held results (or a share of them) would grow with it.
+    // Four times the size: a runner that held results (or a share of them) would grow with it. The
+    // step is wide because V8 collects spent part buffers only after some 64 MB of them pile up, so
+    // a streaming runner's peak still wanders by up to that much from one run to the next (measured
+    // -8 to +45 MB between a 60 MB and a 120 MB result).
     mark = store.requests.length;
-    const bigger = await measuredRun("bigger", 2 * PAD);
-    await expectStored("bigger", bigger, tinyBytes + 2 * PAD, store.requests.slice(mark));
+    const bigger = await measuredRun("bigger", 4 * PAD);
+    await expectStored("bigger", bigger, tinyBytes + 4 * PAD, store.requests.slice(mark));
     await pad(0);
 
     const extra = mb(peak(big) - peak(base));
     const growth = mb(peak(bigger) - peak(big));
     console.log(
       `runner peak RSS: ${describeRun("baseline", base)}; ${describeRun("60 MB result", big)}; ` +
-        `${describeRun("120 MB result", bigger)}; 60 MB over baseline ${extra.toFixed(1)} MB, 120 MB over 60 MB ${growth.toFixed(1)} MB`,
+        `${describeRun("240 MB result", bigger)}; 60 MB over baseline ${extra.toFixed(1)} MB, 240 MB over 60 MB ${growth.toFixed(1)} MB`,
     );
     expect(extra).toBeLessThan(100);
-    // Holding the whole result would add another 60 MB or more here; streaming keeps the peak where it was.
-    expect(growth).toBeLessThan(40);
+    // Holding the whole result would add another 180 MB or more here; streaming keeps the peak
+    // within the collector's slack of where it was.
+    expect(growth).toBeLessThan(100);
   });
 });
