@@ -48,10 +48,31 @@ const CONFIRM_MS = 30_000;
  * this soon after it are its echo, not news.
  */
 const CUT_GRACE_MS = 1000;
+/** Within the grace after a cut, a 429 cuts again when the service accepted less than this share of the rate. */
+const RECUT_BELOW = 0.75;
+/** Answers since the cut needed to cut again (fewer read too low: see recut). */
+const RECUT_ANSWERS = 8;
 /** A Retry-After longer than this pauses every request of the scope. */
 const LONG_RETRY_AFTER_MS = 2000;
 /** The settled rate keeps this margin below what was sustained, so the next 429 is far off. */
 const MARGIN = 0.95;
+
+/** The rules above, for the rate a coordinator shares (src/coord/scripts.ts applies them in Redis). */
+export const RATE_RULES = {
+  safeStartRps: SAFE_START_RPS,
+  minRps: MIN_RPS,
+  windowMs: WINDOW_MS,
+  doublingMs: DOUBLING_MS,
+  holdMs: HOLD_MS,
+  probeMs: PROBE_MS,
+  probeSpan: PROBE_SPAN,
+  confirmMs: CONFIRM_MS,
+  cutGraceMs: CUT_GRACE_MS,
+  recutBelow: RECUT_BELOW,
+  recutAnswers: RECUT_ANSWERS,
+  longRetryAfterMs: LONG_RETRY_AFTER_MS,
+  margin: MARGIN,
+} as const;
 
 export class RateController {
   private rps: number;
@@ -159,13 +180,36 @@ export class RateController {
     while (this.pauses.length > 0 && (this.pauses[0] as { to: number }).to < now - WINDOW_MS) {
       this.pauses.shift();
     }
-    if (sentAt < this.limitedAt + CUT_GRACE_MS) return;
+    if (sentAt < this.limitedAt + CUT_GRACE_MS) {
+      if (sentAt >= this.limitedAt) this.recut(now);
+      return;
+    }
     const target = this.settleAt(now);
     this.limitedAt = now;
     this.slowStart = false;
     if (this.settings.fixed) return;
     this.set(target, now);
     this.settled = true;
+    this.held = this.rps;
+  }
+
+  /**
+   * A 429 soon after a cut, for a request sent after it. Right after a cut the service's bucket is
+   * empty, so what it accepts since is its own rate: when that is clearly below the rate now, the
+   * cut was not enough (the first estimate counted the bucket's burst as rate), and waiting out the
+   * grace would cost a 429 for every request above the limit meanwhile. Within a quarter, the 429 is
+   * the jitter of a rate just under the limit, and changes nothing.
+   */
+  private recut(now: number): void {
+    if (this.settings.fixed) return;
+    // Answers to sends spaced at the rate now, accepted as the bucket refills: a few read low by up
+    // to a send's spacing, so the estimate waits for enough of them.
+    const since = this.sustained(now, RECUT_ANSWERS);
+    if (since === undefined || since >= this.rps * RECUT_BELOW) return;
+    // No margin: the estimate is a short one, as likely high as low. High, the 429s after the grace
+    // settle it again from a longer measure (with the margin); low, the probes raise it later.
+    this.limitedAt = now;
+    this.set(since, now);
     this.held = this.rps;
   }
 
@@ -184,14 +228,14 @@ export class RateController {
   }
 
   /** Accepted answers per second over the last window, leaving out the time spent paused. */
-  private sustained(now: number): number | undefined {
+  private sustained(now: number, least = 4): number | undefined {
     // Since the last cut at most: before it the rate was another (slower while it grew).
     const from = Math.max(now - WINDOW_MS, this.firstSentAt ?? now, this.limitedAt);
     const times = this.accepted.filter((t) => t >= from);
     const first = times[0];
     const last = times.at(-1);
     // A few answers say little about a rate (the caller cuts plainly instead).
-    if (times.length < 4 || first === undefined || last === undefined) return undefined;
+    if (times.length < least || first === undefined || last === undefined) return undefined;
     // From the spacing of the answers, not their count over the window: five answers in a second
     // counted over 1.08 s read as 4.6/s, spaced they read as 5/s.
     const span = last - first - this.pausedBetween(first, last);

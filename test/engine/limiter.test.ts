@@ -107,13 +107,17 @@ describe("the rate found against the sandbox's limiter (real HTTP, 20 requests/s
     const settledFrom = until - 5000;
     // The workers' last requests, queued before the end, come back after it: not counted.
     const lastFive = answers.filter((t) => t >= settledFrom && t < until).length / 5;
+    console.log(
+      `found ${rate.current.toFixed(2)}/s after ${gate.limitedCount()} 429s; the last 5 s: ${lastFive}/s`,
+    );
     // Found from a start at 10/s (slow start past the limit, then settled on what was sustained).
     expect(lastFive).toBeGreaterThanOrEqual(18);
     expect(lastFive).toBeLessThanOrEqual(21);
     expect(rate.current).toBeGreaterThanOrEqual(18);
     expect(rate.current).toBeLessThanOrEqual(21);
-    // Discovery costs a few 429s; settled, the next ones are the probes of later minutes.
-    expect(gate.limitedCount()).toBeLessThanOrEqual(20);
+    // Discovery costs a few 429s (7-11 seen; 18-19 before a 429 soon after a cut could cut again);
+    // settled, the next ones are the probes of later minutes.
+    expect(gate.limitedCount()).toBeLessThanOrEqual(14);
     // One rate for the key, kept (to the hundredth) for the next run.
     expect(gate.remember()).toEqual({ key: { rps: Math.round(rate.current * 100) / 100, settled: true } });
   });

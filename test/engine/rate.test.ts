@@ -100,6 +100,34 @@ describe("the rate controller", () => {
     },
   );
 
+  it.each([
+    { limit: 20, before: 15 },
+    { limit: 40, before: 21 },
+  ])(
+    "finds a limit of $limit requests/s with few 429s: a cut that was not enough is seen at once",
+    ({ limit, before }) => {
+      // The first estimate counts the bucket's burst as rate; the answers after the cut (the bucket
+      // empty) show the service's own, and a 429 then cuts again without waiting out the grace.
+      const c = new RateController({ ceiling: 200 }, 0);
+      const sim = simulate(c, new Bucket(limit), 10_000);
+      expect(sim.limitedTimes.length).toBeLessThanOrEqual(10);
+      expect(sim.limitedTimes.length).toBeLessThan(before);
+      expect(c.current).toBeGreaterThanOrEqual(limit * 0.9);
+    },
+  );
+
+  it("a 429 right after a cut, when what was accepted since is within a quarter of the rate, is jitter: no cut", () => {
+    const c = new RateController({ ceiling: 200 }, 0);
+    c.send(0);
+    for (let t = 0; t < 2000; t += 10) c.accept(t);
+    c.limit(2000, 1000, 1980);
+    const settled = c.current;
+    // Accepted since the cut at the settled rate's spacing, then a 429 of a request sent after it.
+    for (let t = 2000; t < 2600; t += 1000 / settled) c.accept(t);
+    c.limit(2600, 1000, 2550);
+    expect(c.current).toBe(settled);
+  });
+
   it("does not cut again for the 429s of requests sent before the first one came back", () => {
     const c = new RateController({ ceiling: 200 }, 0);
     c.send(0);
