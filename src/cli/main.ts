@@ -19,6 +19,7 @@ import {
   type Runtime,
 } from "./command.js";
 import { balance } from "./commands/balance/command.js";
+import { budget } from "./commands/budget/command.js";
 import { cancel } from "./commands/cancel/command.js";
 import { plan } from "./commands/plan/command.js";
 import { report } from "./commands/report/command.js";
@@ -50,6 +51,7 @@ const COMMANDS: readonly Command[] = [
   report,
   cancel,
   balance,
+  budget,
   skills,
   voices,
   tasks,

@@ -12,6 +12,8 @@ export type OptionSpec = {
   hidden?: boolean;
   /** Its variable is read by the code that uses it (CLAPPER_BASE_URL): not as the flag's default. */
   noEnv?: boolean;
+  /** Its variable, when not CLAPPER_ and the flag's name (`--coordinator`: CLAPPER_REDIS_URL). */
+  env?: string;
 } & (
   | { type: "boolean"; default?: boolean }
   | { type: "string"; default?: string; array?: boolean }
@@ -47,7 +49,7 @@ export function onCommandLine(argv: readonly string[], flag: string): boolean {
 export function optionAdder(ctx: OptionContext): AddOption {
   return <T>(y: Argv<T>, name: string, spec: OptionSpec): Argv<T> => {
     ctx.flags.add(name);
-    const variable = envName(name);
+    const variable = spec.env ?? envName(name);
     const raw = ctx.env[variable];
     const fromEnv =
       raw !== undefined && raw.trim() !== "" && !onCommandLine(ctx.argv, name) ? raw : undefined;

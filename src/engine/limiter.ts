@@ -30,6 +30,41 @@ export type RateScope = "key" | "service";
 
 export type Lane = "read" | "write";
 
+/**
+ * A request rate shared with the other processes on the account (a coordinator, src/coord): it
+ * gives each send its moment and hears the answers, so a 429 one process meets slows all of them.
+ */
+export interface SharedPace {
+  /** Resolves at this process's next moment to send; rejects when the coordinator is lost. */
+  turn(signal?: AbortSignal): Promise<void>;
+  /** An answer that was not a 429. */
+  accept(): void;
+  /** A 429 for a request that left at `sentAt`. */
+  limit(retryAfterMs: number | undefined, sentAt: number): Promise<void>;
+  readonly current: number;
+  /** For the next run: the shared rate as this process last heard it. */
+  remember?(): RememberedRate;
+}
+
+/** Tasks in flight shared with the other processes on the account: one slot per job's life. */
+export interface SharedCap {
+  acquire(signal?: AbortSignal): Promise<{ release(): Promise<void> }>;
+}
+
+/** The in-flight limit around each job's life, as the stages use it (p-limit's shape). */
+export interface TaskLimit {
+  <T>(fn: () => Promise<T>): Promise<T>;
+  readonly concurrency: number;
+}
+
+/** What a coordinator shares: a rate per scope name, a cap per service, and where to say it is lost. */
+export interface Sharing {
+  pace(scope: string, settings: RateSettings): SharedPace;
+  cap(service: "video" | "speech", inFlight: number): SharedCap;
+  /** The coordinator failed a call: the run halts (exit 6) before the error reaches the caller. */
+  lost(error: unknown): void;
+}
+
 /** One read in this many slots while writes wait. */
 const READ_EVERY = 10;
 /**
@@ -53,8 +88,28 @@ export class PacedQueue {
   private stopped = false;
   /** Turns given at once at the start, before the pace applies. */
   private burst = START_BURST;
+  /** A rate shared through a coordinator: it paces instead of `nextAt`. */
+  private shared: { pace: SharedPace; lost: (error: unknown) => void } | undefined;
+  /** A moment is being asked of the shared rate: one at a time, so lanes are chosen at send time. */
+  private asking = false;
+  private readonly stopping = new AbortController();
 
   constructor(readonly rate: RateController) {}
+
+  /** From now on the shared rate gives the moments to send (before the first request). */
+  share(pace: SharedPace, lost: (error: unknown) => void): void {
+    this.shared = { pace, lost };
+  }
+
+  /** The rate in use: the shared one when there is one. */
+  get current(): number {
+    return this.shared ? this.shared.pace.current : this.rate.current;
+  }
+
+  /** The rate to remember for the next run: the shared one when there is one. */
+  remember(): RememberedRate {
+    return this.shared?.pace.remember?.() ?? this.rate.remember();
+  }
 
   /** Waits for a turn; an abort while waiting leaves the queue without sending. */
   turn(lane: Lane, signal?: AbortSignal): Promise<void> {
@@ -96,6 +151,7 @@ export class PacedQueue {
 
   stop(): void {
     this.stopped = true;
+    this.stopping.abort();
     if (this.timer) clearTimeout(this.timer);
     for (const w of [...this.waiting.read, ...this.waiting.write]) {
       w.fail(new AbortedError("the run's requests were stopped"));
@@ -107,6 +163,10 @@ export class PacedQueue {
   private pump(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.shared) {
+      this.pumpShared(this.shared);
+      return;
+    }
     for (;;) {
       if (this.waiting.read.length + this.waiting.write.length === 0) return;
       const now = Date.now();
@@ -126,6 +186,41 @@ export class PacedQueue {
     }
   }
 
+  /**
+   * Under a shared rate: the first few turns go at once (the questions before the first create),
+   * then one moment at a time is asked of the coordinator, and the waiter chosen when it comes.
+   * A moment that finds nobody waiting (they were aborted) is simply not used.
+   */
+  private pumpShared(shared: { pace: SharedPace; lost: (error: unknown) => void }): void {
+    while (this.burst > 0 && this.waiting.read.length + this.waiting.write.length > 0) {
+      this.burst -= 1;
+      this.rate.send(Date.now());
+      this.pick().go();
+    }
+    if (this.asking || this.stopped || this.waiting.read.length + this.waiting.write.length === 0) return;
+    this.asking = true;
+    shared.pace.turn(this.stopping.signal).then(
+      () => {
+        this.asking = false;
+        if (this.stopped) return;
+        if (this.waiting.read.length + this.waiting.write.length > 0) {
+          this.rate.send(Date.now());
+          this.pick().go();
+        }
+        this.pump();
+      },
+      (error: unknown) => {
+        this.asking = false;
+        if (this.stopped) return;
+        // The run halts first, so that callers see a stop rather than an error of their own.
+        shared.lost(error);
+        for (const w of [...this.waiting.read, ...this.waiting.write]) w.fail(error as Error);
+        this.waiting.read = [];
+        this.waiting.write = [];
+      },
+    );
+  }
+
   private pick(): Waiter {
     const { read, write } = this.waiting;
     const readTurn = read.length > 0 && (write.length === 0 || this.writesSinceRead >= READ_EVERY - 1);
@@ -140,18 +235,67 @@ export class PacedQueue {
 
 /** One service's in-flight limit and the queue its requests wait in (shared under the key scope). */
 export class ServiceLimiter {
-  readonly tasks: LimitFunction;
+  tasks: TaskLimit;
+  private readonly local: LimitFunction;
+  private readonly stopping = new AbortController();
 
   constructor(
     readonly name: string,
     readonly queue: PacedQueue,
     inFlight: number,
   ) {
-    this.tasks = pLimit(inFlight);
+    this.local = pLimit(inFlight);
+    this.tasks = this.local;
   }
 
   get currentRps(): number {
-    return this.queue.rate.current;
+    return this.queue.current;
+  }
+
+  /**
+   * Each job's life also holds a slot of the cap every process on the account shares. A slot that
+   * cannot be had because the coordinator is lost halts the run (the life never starts).
+   */
+  shareCap(cap: SharedCap, lost: (error: unknown) => void): void {
+    const { local, stopping } = this;
+    const limited = <T>(fn: () => Promise<T>): Promise<T> =>
+      local(async () => {
+        let slot: { release(): Promise<void> };
+        try {
+          slot = await cap.acquire(stopping.signal);
+        } catch (error) {
+          if (!stopping.signal.aborted) lost(error);
+          throw error;
+        }
+        try {
+          return await fn();
+        } finally {
+          // A release that fails is a lost coordinator too; the slot's lease returns it anyway.
+          await slot.release().catch((error: unknown) => lost(error));
+        }
+      });
+    this.tasks = Object.assign(limited, {
+      get concurrency() {
+        return local.concurrency;
+      },
+    });
+  }
+
+  private shared: { pace: SharedPace; lost: (error: unknown) => void } | undefined;
+
+  /** Requests go at the moments a rate shared with other processes gives (see PacedQueue.share). */
+  sharePace(pace: SharedPace, lost: (error: unknown) => void): void {
+    this.shared = { pace, lost };
+    this.queue.share(pace, lost);
+  }
+
+  private accepted(): void {
+    this.queue.rate.accept(Date.now());
+    this.shared?.pace.accept();
+  }
+
+  stop(): void {
+    this.stopping.abort();
   }
 
   /** Runs one attempt in its turn; an abort while waiting gives the turn up without sending. */
@@ -160,15 +304,16 @@ export class ServiceLimiter {
     const sentAt = Date.now();
     try {
       const value = await attempt();
-      this.queue.rate.accept(Date.now());
+      this.accepted();
       return value;
     } catch (error) {
       if (error instanceof RateLimitError) {
         this.queue.rate.limit(Date.now(), error.retryAfterMs, sentAt);
+        this.shared?.pace.limit(error.retryAfterMs, sentAt).catch((e: unknown) => this.shared?.lost(e));
         this.queue.paused();
       } else if (hasStatus(error)) {
         // An answer that is not a 429 was counted by the service all the same; no answer was not.
-        this.queue.rate.accept(Date.now());
+        this.accepted();
       }
       throw error;
     }
@@ -190,6 +335,8 @@ export class ServiceGate implements RequestGate {
   readonly video: ServiceLimiter;
   readonly speech: ServiceLimiter;
   readonly scope: RateScope;
+  /** The rates `resume` was given: a shared rate that nobody has set yet starts from them. */
+  private remembered: Partial<Record<string, RememberedRate>> = {};
 
   constructor(limits: { video: ServiceLimits; speech: ServiceLimits }, options: GateOptions = {}) {
     this.scope = options.scope ?? "key";
@@ -219,6 +366,7 @@ export class ServiceGate implements RequestGate {
 
   /** Starts from the rates the last run on this account found, by scope name (before any request). */
   resume(remembered: Partial<Record<string, RememberedRate>>): void {
+    this.remembered = { ...remembered };
     const named =
       this.scope === "key"
         ? ([["key", this.video]] as const)
@@ -234,8 +382,8 @@ export class ServiceGate implements RequestGate {
 
   /** The rates to remember for the next run on this account, by scope name. */
   remember(): Record<string, RememberedRate> {
-    if (this.scope === "key") return { key: this.video.queue.rate.remember() };
-    return { video: this.video.queue.rate.remember(), speech: this.speech.queue.rate.remember() };
+    if (this.scope === "key") return { key: this.video.queue.remember() };
+    return { video: this.video.queue.remember(), speech: this.speech.queue.remember() };
   }
 
   /** Requests let go, over both services. */
@@ -250,7 +398,31 @@ export class ServiceGate implements RequestGate {
     return [...rates].reduce((n, r) => n + r.limited, 0);
   }
 
+  /**
+   * Shares the rate and the in-flight caps with every process on the account through a
+   * coordinator (before the first request). The rate starts from the remembered one, if any.
+   */
+  share(sharing: Sharing, limits: { video: ServiceLimits; speech: ServiceLimits }): void {
+    const lost = (error: unknown) => sharing.lost(error);
+    if (this.scope === "key") {
+      const l = { ...limits.video, rps: Math.max(limits.video.rps, limits.speech.rps) };
+      const pace = sharing.pace("key", rateSettings(l, this.remembered.key));
+      this.video.sharePace(pace, lost);
+      this.speech.sharePace(pace, lost);
+    } else {
+      this.video.sharePace(sharing.pace("video", rateSettings(limits.video, this.remembered.video)), lost);
+      this.speech.sharePace(
+        sharing.pace("speech", rateSettings(limits.speech, this.remembered.speech)),
+        lost,
+      );
+    }
+    this.video.shareCap(sharing.cap("video", limits.video.inFlight), lost);
+    this.speech.shareCap(sharing.cap("speech", limits.speech.inFlight), lost);
+  }
+
   async stop(): Promise<void> {
+    this.video.stop();
+    this.speech.stop();
     this.video.queue.stop();
     this.speech.queue.stop();
   }

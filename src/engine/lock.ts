@@ -59,13 +59,16 @@ export class LockHeldError extends Error {
     readonly leaseMs: number,
     /** Another process is taking the stale lock over at this moment. */
     readonly takingOver = false,
+    /** Said by another kind of lock (a coordinator's), which knows its holder otherwise. */
+    message?: string,
   ) {
     super(
-      `another run holds ${path} (${describeOwner(owner)}; refreshed ${seconds(refreshedAgoMs)} ago)` +
-        (takingOver
-          ? "; another process is taking it over right now"
-          : `; it is taken over once not refreshed for ${seconds(leaseMs)}. If that run is gone, ` +
-            "run again with --break-lock to clear it now"),
+      message ??
+        `another run holds ${path} (${describeOwner(owner)}; refreshed ${seconds(refreshedAgoMs)} ago)` +
+          (takingOver
+            ? "; another process is taking it over right now"
+            : `; it is taken over once not refreshed for ${seconds(leaseMs)}. If that run is gone, ` +
+              "run again with --break-lock to clear it now"),
     );
   }
 }
@@ -129,6 +132,11 @@ export interface Lock {
   readonly replaced: ReplacedLock | undefined;
   /** True once the lock was found taken over (after `onLost`). */
   readonly lost: boolean;
+  /**
+   * A coordinator's lock: its fencing token, higher for every later holder. Recorded in the
+   * journal, so that a holder whose lease ran out never writes after a newer one.
+   */
+  readonly fence?: number;
   /** Stops the heartbeat and removes the file if it is still this acquisition's. */
   release(): Promise<void>;
 }

@@ -112,6 +112,8 @@ export interface RunState {
   /** Skills synced from the manifest, by name. */
   skills: Record<string, { id: string; sha256: string }>;
   balance_before?: number;
+  /** The highest fencing token of a coordinator's lock that wrote here: an older holder may not. */
+  fence?: number;
 }
 
 /** How an attempt's end decides the job's fate, written in the same record so a kill cannot split them. */
@@ -167,7 +169,9 @@ export type RunRecord =
   | { t: "cancelled"; id: string }
   | { t: "voice"; hash: string; asset_id?: string; voice_id?: string }
   | { t: "skill"; name: string; id: string; sha256: string }
-  | { t: "balance"; available: number };
+  | { t: "balance"; available: number }
+  /** The coordinator's lock was taken with this fencing token (by `holder`) before these records. */
+  | { t: "lock"; fence: number; holder: string };
 
 export function initialState(): RunState {
   return { jobs: {}, voices: {}, skills: {}, campaign: 1, epoch: 0 };
@@ -178,7 +182,7 @@ function attempt(job: JobState | undefined, n: number): Attempt | undefined {
 }
 
 type RecordOf<T extends RunRecord["t"]> = Extract<RunRecord, { t: T }>;
-type RunLevelRecord = RecordOf<"run" | "fresh" | "finish" | "voice" | "skill" | "balance">;
+type RunLevelRecord = RecordOf<"run" | "fresh" | "finish" | "voice" | "skill" | "balance" | "lock">;
 type AttemptRecord = RecordOf<"intent" | "withdrawn" | "reserve" | "created" | "task" | "settled">;
 type JobRecord = Exclude<RunRecord, RunLevelRecord | AttemptRecord>;
 
@@ -190,6 +194,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
     case "voice":
     case "skill":
     case "balance":
+    case "lock":
       applyRunRecord(state, r);
       break;
     case "intent":
@@ -248,6 +253,9 @@ function applyRunRecord(state: RunState, r: RunLevelRecord): void {
       break;
     case "balance":
       state.balance_before ??= r.available;
+      break;
+    case "lock":
+      state.fence = Math.max(state.fence ?? 0, r.fence);
       break;
   }
 }

@@ -34,8 +34,21 @@ export interface ManifestInfo {
   /** As written (a folder relative to the manifest, or s3://...), or undefined for the default. */
   output?: string;
   maxPoints?: number;
+  /** `budget.pool`: a budget shared by every run that names it (needs a coordinator). */
+  pool?: BudgetPool;
   skills: SkillRef[];
 }
+
+export type PoolPeriod = "day" | "week" | "month" | "total";
+
+export interface BudgetPool {
+  name: string;
+  maxPoints: number;
+  period: PoolPeriod;
+}
+
+const POOL_PERIODS: readonly PoolPeriod[] = ["day", "week", "month", "total"];
+const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export interface LoadedManifest {
   manifest: ManifestInfo | undefined;
@@ -125,6 +138,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
   if (outputField && typeof outputField.value !== "string")
     fail("output", `expected a folder or s3:// URI, got ${show(outputField.value)}`);
   let maxPoints: number | undefined;
+  let pool: BudgetPool | undefined;
   const budget = top("budget")?.value;
   if (budget !== undefined && budget !== null) {
     const b = budget as Record<string, unknown>;
@@ -132,12 +146,14 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       fail("budget", `expected {max_points: N}, got ${show(budget)}`);
     else {
       for (const k of Object.keys(b))
-        if (k !== "max_points") fail(`budget.${k}`, "unknown field (known: max_points)");
+        if (k !== "max_points" && k !== "pool")
+          fail(`budget.${k}`, "unknown field (known: max_points, pool)");
       if (b.max_points !== undefined) {
         if (typeof b.max_points === "number" && Number.isInteger(b.max_points) && b.max_points >= 0)
           maxPoints = b.max_points;
         else fail("budget.max_points", `expected a whole number of points >= 0, got ${show(b.max_points)}`);
       }
+      if (b.pool !== undefined) pool = budgetPool(b.pool, fail);
     }
   }
   const vars: Record<string, string> = {};
@@ -301,6 +317,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       dir: raw.dir,
       ...(typeof outputField?.value === "string" ? { output: outputField.value } : {}),
       ...(maxPoints !== undefined ? { maxPoints } : {}),
+      ...(pool ? { pool } : {}),
       skills: [...skills.values()],
     },
     jobs,
@@ -356,4 +373,30 @@ class OutputCheck {
       this.jobs.push(job);
     });
   }
+}
+
+/** `budget.pool: {name, max_points, period}`, every field checked; undefined when any is wrong. */
+function budgetPool(value: unknown, fail: (field: string, message: string) => void): BudgetPool | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail("budget.pool", `expected {name, max_points, period}, got ${show(value)}`);
+    return undefined;
+  }
+  const p = value as Record<string, unknown>;
+  let ok = true;
+  const bad = (field: string, message: string) => {
+    ok = false;
+    fail(`budget.pool.${field}`, message);
+  };
+  for (const k of Object.keys(p))
+    if (k !== "name" && k !== "max_points" && k !== "period")
+      bad(k, "unknown field (known: name, max_points, period)");
+  if (typeof p.name !== "string" || !POOL_NAME.test(p.name))
+    bad("name", `expected 1 to 64 letters, digits, dots, dashes or underscores, got ${show(p.name)}`);
+  if (typeof p.max_points !== "number" || !Number.isInteger(p.max_points) || p.max_points < 0)
+    bad("max_points", `expected a whole number of points >= 0, got ${show(p.max_points)}`);
+  const period = p.period ?? "total";
+  if (typeof period !== "string" || !POOL_PERIODS.includes(period as PoolPeriod))
+    bad("period", `expected one of ${POOL_PERIODS.join(", ")}, got ${show(p.period)}`);
+  if (!ok) return undefined;
+  return { name: p.name as string, maxPoints: p.max_points as number, period: period as PoolPeriod };
 }

@@ -13,6 +13,7 @@ import {
 } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
+import type { PoolStanding } from "./types.js";
 
 export interface StoreEntry {
   bytes: number;
@@ -42,6 +43,8 @@ export interface AdmitInput {
   retryFailed: boolean;
   maxPoints: number | undefined;
   available: number;
+  /** The manifest's shared pool as the coordinator holds it (its open reservations included). */
+  pool?: PoolStanding | undefined;
   uri: (key: string) => string;
 }
 
@@ -91,6 +94,8 @@ export function admit(input: AdmitInput): Admission {
   const admission: Admission = { records: draft.records, work, found: draft.found, cap, openReserved };
   if (newCost + openReserved > cap)
     admission.refused = budgetTable(input, { jobs: work.length, newCost, openReserved, spentBefore, cap });
+  else if (input.pool && newCost > input.pool.cap - input.pool.committed)
+    admission.refused = poolTable(input.pool, work.length, newCost);
   return admission;
 }
 
@@ -216,4 +221,18 @@ function budgetTable(
     table.push({ what: "already spent in this run", points: t.spentBefore });
   table.push({ what: "short by", points: t.newCost + t.openReserved - t.cap });
   return table;
+}
+
+/** The table shown when the run does not fit what its shared pool has left this period. */
+function poolTable(pool: PoolStanding, jobs: number, newCost: number): BudgetRow[] {
+  const left = Math.max(0, pool.cap - pool.committed);
+  return [
+    { what: `estimated cost of ${jobs} job(s) to do`, points: newCost },
+    {
+      what: `pool ${pool.name} (${pool.period === "total" ? "in total" : pool.periodId}): max_points`,
+      points: pool.cap,
+    },
+    { what: `pool ${pool.name}: committed by every run that names it`, points: pool.committed },
+    { what: "short by", points: newCost - left },
+  ];
 }

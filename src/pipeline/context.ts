@@ -49,7 +49,7 @@ export const DEFAULT_SEAMS: Seams = {
     });
     return Object.assign(journal, { keepCopy: () => keepCopy(path) });
   },
-  ledger: (cap, reservedAlready) => new LocalLedger(cap, reservedAlready),
+  ledger: ({ cap, openReserved }) => new LocalLedger(cap, openReserved),
   outputs,
 };
 

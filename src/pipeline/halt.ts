@@ -1,5 +1,5 @@
 // Why a run stops before its work is done, in one place: the user's signal (Ctrl-C, SIGTERM), the
-// deadline (`--deadline`), or a service or store that cannot be reached. All three stop submitting
+// deadline (`--deadline`), or a service, store or coordinator that cannot be reached. All three stop submitting
 // and waiting alike, save the state and leave the tasks in flight to the next run; only the exit
 // code and the message differ (4 for a stop and a deadline, 6 for an unreachable dependency).
 
@@ -17,13 +17,19 @@ export class Halt {
   private timer: NodeJS.Timeout | undefined;
   private readonly onSignal: () => void;
 
+  private readonly onLost: () => void;
+
   constructor(
     private readonly user: AbortSignal | undefined,
     deadline: Date | undefined,
+    private readonly lost?: AbortSignal,
   ) {
     this.onSignal = () => this.stop("signal", "interrupted: state saved; run again to resume");
+    this.onLost = () => this.unreachable(lost?.reason);
     if (user?.aborted) this.onSignal();
     else user?.addEventListener("abort", this.onSignal, { once: true });
+    if (lost?.aborted) this.onLost();
+    else lost?.addEventListener("abort", this.onLost, { once: true });
     if (deadline && !Number.isFinite(deadline.getTime()))
       throw new RangeError("the deadline is not a valid date");
     if (deadline) this.arm(deadline);
@@ -65,5 +71,6 @@ export class Halt {
   dispose(): void {
     clearTimeout(this.timer);
     this.user?.removeEventListener("abort", this.onSignal);
+    this.lost?.removeEventListener("abort", this.onLost);
   }
 }

@@ -213,7 +213,7 @@ export class JobRunner {
           message: `an earlier version's create (attempt ${a.n}) may have reached the service; it cannot be sent again to find out`,
         };
         await this.c.journal.append({ ...record, spent: 0, error }, { durable: true });
-        await this.c.ledger.settle(a.reserved, 0);
+        await this.c.ledger.settle(a.reserved, 0, a.key);
         this.c.log.warn({ job: st.id, event: "abandoned", attempt: a.n }, error.message);
         continue;
       }
@@ -235,7 +235,7 @@ export class JobRunner {
           message: `task ${a.taskId} is not known to the service any more`,
         };
         await this.c.journal.append({ ...record, spent: 0, error: gone }, { durable: true });
-        await this.c.ledger.settle(a.reserved, 0);
+        await this.c.ledger.settle(a.reserved, 0, a.key);
         continue;
       }
       const ok = final.status === "succeeded";
@@ -252,7 +252,7 @@ export class JobRunner {
         },
         { durable: true },
       );
-      await this.c.ledger.settle(a.reserved, cost);
+      await this.c.ledger.settle(a.reserved, cost, a.key);
       this.c.log.info(
         { job: st.id, event: "orphan-settled", task_id: a.taskId, status: final.status, cost },
         "a task of an earlier version was followed to its end",
@@ -286,21 +286,31 @@ export class JobRunner {
       }
     }
     if (this.stopped || this.c.signal.aborted) return undefined;
-    if (!(await this.c.ledger.tryReserve(estimate))) {
-      const snap = this.c.ledger.snapshot();
-      this.stopSubmitting(
-        `the run's points cap was reached (${snap.reserved + snap.spent} of ${snap.cap} committed; ${job.id} needs ${estimate})`,
-      );
-      return undefined;
-    }
     const n = this.st(job).attempts.length + 1;
     const key = idempotencyKey(this.c.name, this.state.epoch, job.id, job.fingerprint, n);
+    if (!(await this.c.ledger.tryReserve(estimate, key))) {
+      // A shared ledger that could not be asked halted the run: no create without a reservation.
+      if (this.c.signal.aborted) return undefined;
+      const snap = this.c.ledger.snapshot();
+      const why =
+        this.c.ledger.refusal?.() ??
+        `the run's points cap was reached (${snap.reserved + snap.spent} of ${snap.cap} committed`;
+      this.stopSubmitting(`${why}; ${job.id} needs ${estimate})`);
+      return undefined;
+    }
     // Write-ahead: the intent is on disk before the request can reach the service.
     this.opened.add(key);
     await this.c.journal.append(
       { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now() },
       { durable: true },
     );
+    try {
+      await this.c.ledger.markSent?.(key);
+    } catch {
+      // The coordinator is gone and the run halts (exit 6). The intent stays in the journal, never
+      // sent: the next run sends it with its key, under the reservation it finds or makes again.
+      return undefined;
+    }
     this.c.log.info(
       { job: job.id, event: "submitting", attempt: n, reserved: estimate },
       "creating the task",
@@ -384,7 +394,7 @@ export class JobRunner {
   /** Never sent: nothing exists at the service, so the attempt is taken back. */
   private async withdraw(job: Job, attempt: Attempt): Promise<Outcome> {
     await this.c.journal.append({ t: "withdrawn", id: job.id, n: attempt.n }, { durable: true });
-    await this.c.ledger.settle(attempt.reserved, 0);
+    await this.c.ledger.settle(attempt.reserved, 0, attempt.key);
     this.c.progress(job);
     return "done";
   }
@@ -549,7 +559,7 @@ export class JobRunner {
     }
     const from = attempt.reserved;
     await this.c.journal.append({ t: "reserve", id: job.id, n, reserved: cost });
-    const within = await this.c.ledger.adjust(from, cost);
+    const within = await this.c.ledger.adjust(from, cost, attempt.key);
     this.c.log.warn(
       { job: job.id, event: "repriced", reserved: from, cost },
       "the task costs other than estimated: the speech price changed",
@@ -611,7 +621,7 @@ export class JobRunner {
     );
     // A replay is reported where it was paid, but the cap still counts it: the replay is judged by
     // a clock the service states, and the cap must hold even if that clock lies.
-    await this.c.ledger.settle(attempt.reserved, spent);
+    await this.c.ledger.settle(attempt.reserved, spent, attempt.key);
   }
 
   private async collectPaid(job: Job, paid: Attempt): Promise<void> {

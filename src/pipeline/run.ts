@@ -30,7 +30,7 @@ export * from "./types.js";
 /** The run, and its last word in the log whatever the way out. */
 export async function run(options: RunOptions): Promise<RunOutcome> {
   const startedAt = Date.now();
-  const halt = new Halt(options.signal, options.deadline);
+  const halt = new Halt(options.signal, options.deadline, options.lost);
   const feed = new ProgressFeed(options.onProgress, startedAt);
   try {
     feed.setPhase("planning");

@@ -1,11 +1,10 @@
 // The run's shapes: what a caller gives `run()` and what it gets back, the progress it hears, and
 // the seams a second machine replaces (the lock, the state store, the ledger, the request gate, the
 // sink). Today's implementations are the defaults (src/pipeline/context.ts).
-import type { LimitFunction } from "p-limit";
 import type { Logger } from "pino";
 import type { Clients } from "../api/index.js";
 import type { PointsLedger } from "../engine/ledger.js";
-import type { ServiceLimits } from "../engine/limiter.js";
+import type { ServiceLimits, TaskLimit } from "../engine/limiter.js";
 import type { Lock, LockOptions } from "../engine/lock.js";
 import { DEFAULT_CEILING_RPS } from "../engine/rate.js";
 import type { MaterialStager } from "../engine/staging.js";
@@ -32,8 +31,8 @@ export interface StateStore {
 
 /** Tasks in flight per service, around each job's life. */
 export interface RunGate {
-  video: { tasks: LimitFunction };
-  speech: { tasks: LimitFunction };
+  video: { tasks: TaskLimit };
+  speech: { tasks: TaskLimit };
   stop(): Promise<void>;
 }
 
@@ -44,12 +43,44 @@ export interface RunGate {
 export interface Seams {
   lock(path: string, options: LockOptions): Promise<Lock>;
   openState(path: string): Promise<StateStore>;
-  ledger(cap: number, reservedAlready: number): PointsLedger;
+  ledger(input: LedgerInput): PointsLedger | Promise<PointsLedger>;
+  /** With a coordinator and a `budget.pool`: what the pool has committed in its current period. */
+  pool?(): Promise<PoolStanding | undefined>;
   outputs(
     options: Pick<RunOptions, "output" | "staging" | "s3">,
     manifest: { dir: string; name: string; output?: string },
     cwd: string,
   ): { sink: Sink; stager: MaterialStager };
+}
+
+/** A named budget pool as the coordinator holds it now. */
+export interface PoolStanding {
+  name: string;
+  period: "day" | "week" | "month" | "total";
+  /** `2026-11-25`, `2026-W48`, `2026-11` or `total`. */
+  periodId: string;
+  cap: number;
+  /** Reserved and spent in this period, by every run that names the pool. */
+  committed: number;
+}
+
+/** What a run's ledger starts from, once the run is admitted. */
+export interface LedgerInput {
+  /** Points this run may still commit: its cap less what it spent, and no more than the balance. */
+  cap: number;
+  /** Points held by attempts an earlier process left open (the service holds them too). */
+  openReserved: number;
+  /** Those attempts, by idempotency key: a shared ledger keeps (or restores) their reservations. */
+  open: ReadonlyArray<{ id: string; points: number }>;
+  /**
+   * What the journal knows of an attempt, by key: a shared ledger that still holds a reservation
+   * the journal has settled (its process lost the coordinator before it could say so) settles it.
+   */
+  attempt(id: string): { reserved: number; spent?: number } | undefined;
+  /** The run as the coordinator names it: its manifest's name and campaign. */
+  run: { name: string; campaign: number };
+  /** The run's own points cap (`budget.max_points`, `--max-points`), before this run's spending. */
+  maxPoints?: number;
 }
 
 export interface RunOptions {
@@ -99,6 +130,11 @@ export interface RunOptions {
   maxFailures?: MaxFailures;
   /** Stop submitting and waiting at this time; state saved; exit 4. */
   deadline?: Date;
+  /**
+   * Aborted (with the error as its reason) when a dependency outside the run is lost, the
+   * coordinator: the run halts as for an unreachable service, state saved, exit 6.
+   */
+  lost?: AbortSignal;
 }
 
 /** What the run is doing now, for the live display. */

@@ -323,7 +323,7 @@ const CASES: readonly Case[] = [
     rule: "unknown fields anywhere, with a did-you-mean",
     errors: [
       ["bad/unknown.yaml:3: budjet", 'unknown field (did you mean "budget"?)'],
-      ["bad/unknown.yaml:4: budget.max_point", "unknown field (known: max_points)"],
+      ["bad/unknown.yaml:4: budget.max_point", "unknown field (known: max_points, pool)"],
       ["bad/unknown.yaml:6: defaults.shots", 'unknown field (did you mean "shot"?)'],
       ["bad/unknown.yaml:7: resolutoin", 'unknown shot field (did you mean "resolution"?)'],
       ["bad/unknown.yaml:7: id", "an id cannot be a default"],

@@ -80,10 +80,21 @@ export interface SandboxProcess {
   close(): Promise<void>;
 }
 
-export async function startSandbox(timeScale: number): Promise<SandboxProcess> {
+export async function startSandbox(timeScale: number, extraArgs: string[] = []): Promise<SandboxProcess> {
   const child = spawn(
     process.execPath,
-    [BIN, "sandbox", "--port", "0", "--time-scale", String(timeScale), "--allow-private-urls", "--key", KEY],
+    [
+      BIN,
+      "sandbox",
+      "--port",
+      "0",
+      "--time-scale",
+      String(timeScale),
+      "--allow-private-urls",
+      "--key",
+      KEY,
+      ...extraArgs,
+    ],
     { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
   );
   let errors = "";
@@ -147,6 +158,26 @@ export function statsDelta(before: Stats, after: Stats) {
 }
 
 /** Balance once no task holds a reservation any more (every task of the iteration has ended). */
+/** The deepest the committed points (reserved and spent) went below `from`, sampled every 15 ms. */
+export function watchCommitted(sb: SandboxProcess, from: Balance) {
+  let deepest = 0;
+  let on = true;
+  const loop = (async () => {
+    while (on) {
+      const b = await sb.balance().catch(() => undefined);
+      if (b) deepest = Math.max(deepest, from.available_points - b.available_points);
+      await new Promise((r) => setTimeout(r, 15));
+    }
+  })();
+  return {
+    async stop() {
+      on = false;
+      await loop;
+      return deepest;
+    },
+  };
+}
+
 export async function settledBalance(sb: SandboxProcess, timeoutMs = 5000): Promise<Balance> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -12,7 +12,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/pipeline/report.js";
 import { BUCKET, S3_ENV, type Store, startStore } from "../s3/helpers.js";
 import {
-  type Balance,
   cli,
   cliEnv,
   journalRecords,
@@ -27,6 +26,7 @@ import {
   statsDelta,
   verifyOutputs,
   type Workspace,
+  watchCommitted,
   workspace,
 } from "./harness.js";
 
@@ -145,26 +145,6 @@ function s3Output(ws: Workspace): Output {
       return problems;
     },
     leftovers: async () => (await store.uploads(`${prefix}/`)).map((u) => `upload of ${u.key}`),
-  };
-}
-
-/** Watches the sandbox's available points while a campaign runs: the deepest drop below `from`. */
-function watchCommitted(sb: SandboxProcess, from: Balance) {
-  let deepest = 0;
-  let on = true;
-  const loop = (async () => {
-    while (on) {
-      const b = await sb.balance().catch(() => undefined);
-      if (b) deepest = Math.max(deepest, from.available_points - b.available_points);
-      await new Promise((r) => setTimeout(r, 15));
-    }
-  })();
-  return {
-    async stop() {
-      on = false;
-      await loop;
-      return deepest;
-    },
   };
 }
 

@@ -65,8 +65,8 @@ function fakes() {
     return store;
   };
 
-  const ledger: Seams["ledger"] = (cap, reservedAlready) => {
-    let reserved = reservedAlready;
+  const ledger: Seams["ledger"] = ({ cap, openReserved }) => {
+    let reserved = openReserved;
     let spent = 0;
     const l: PointsLedger = {
       async tryReserve(points) {

@@ -1,7 +1,9 @@
 // The positional and the flags that the commands of a manifest's run share (plan, run, status,
 // report, cancel), worded once so that their help reads the same.
 import type { Argv } from "yargs";
+import { parseCoordinatorUrl } from "../../coord/url.js";
 import type { AddOption } from "../options.js";
+import { ValueError } from "../values.js";
 
 export function manifestArg<T>(y: Argv<T>) {
   return y.positional("manifest", { type: "string", demandOption: true, describe: "YAML or CSV manifest" });
@@ -18,5 +20,25 @@ export function outputFlag<T>(y: Argv<T>, option: AddOption, what: string): Argv
   return option(y, "output", {
     type: "string",
     describe: `${what} output folder or s3://bucket/prefix (default: the manifest's output; a folder is relative to the current folder)`,
+  });
+}
+
+/**
+ * `--coordinator redis://HOST:PORT[/DB]` (or CLAPPER_REDIS_URL): the Redis every clapper process
+ * on the account shares. Checked as typed; a password never appears in a message.
+ */
+export function coordinatorFlag<T>(y: Argv<T>, option: AddOption): Argv<T> {
+  return option(y, "coordinator", {
+    type: "value",
+    env: "CLAPPER_REDIS_URL",
+    parse: (raw, name) => {
+      try {
+        return parseCoordinatorUrl(raw, name);
+      } catch (error) {
+        throw new ValueError((error as Error).message);
+      }
+    },
+    describe:
+      "redis://HOST:PORT[/DB] (or rediss://) shared by every clapper process on the account: one request rate, one in-flight cap, shared budgets and the run's lock (env CLAPPER_REDIS_URL)",
   });
 }

@@ -6,7 +6,7 @@ import pLimit from "p-limit";
 import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
 import { CallbackListener } from "../../engine/callbacks.js";
 import type { PointsLedger } from "../../engine/ledger.js";
-import type { RunRecord } from "../../engine/state.js";
+import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
 import type { Job } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
@@ -15,7 +15,7 @@ import { matchesOnly, type RunContext } from "../context.js";
 import { errorInfo } from "../jobs.js";
 import { checkOwner } from "../locate.js";
 import { type PlanResult, plan } from "../plan.js";
-import type { RunOutcome, StateStore } from "../types.js";
+import type { LedgerInput, PoolStanding, RunOutcome, StateStore } from "../types.js";
 import type { Opened } from "./open.js";
 
 export interface Admitted {
@@ -43,6 +43,15 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   ctx.store = store;
   ctx.defer(() => store.close());
   if (opened.lockLost.aborted) store.freeze();
+  // Fencing: a later holder of the coordinator's lock wrote here, so this one's lease ran out.
+  const fence = opened.lock.fence;
+  if (fence !== undefined && (store.state.fence ?? 0) > fence) {
+    return {
+      exitCode: 5,
+      message: `a later holder of the run's lock (fencing token ${store.state.fence}) has written ${statePath}; this process (token ${fence}) stops without writing`,
+      statePath,
+    };
+  }
   const ownership = checkOwner(store.state, located);
   if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
@@ -53,6 +62,14 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   if (!Array.isArray(stored)) return stored;
   const available = planned.balance?.available_points ?? 0;
   const maxPoints = options.maxPoints ?? located.manifest.maxPoints;
+  let pool: PoolStanding | undefined;
+  try {
+    pool = await ctx.seams.pool?.();
+  } catch (error) {
+    // The coordinator is gone before anything was submitted: exit 6, nothing written.
+    ctx.halt.unreachable(error);
+    return ctx.stoppedEarly(statePath);
+  }
   const admission = admit({
     state: store.state,
     opening: opening(opened, planned),
@@ -63,6 +80,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     retryFailed: options.retryFailed === true,
     maxPoints,
     available,
+    pool,
     uri: (key) => sink.uri(key),
   });
   if (admission.refused) {
@@ -75,13 +93,19 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     };
   }
   // Admitted: from here the state is written.
+  if (fence !== undefined && fence !== store.state.fence) {
+    await store.append({ t: "lock", fence, holder: opened.lock.owner.host }, { durable: true });
+  }
   if (admission.records.some((r) => r.t === "fresh")) await store.keepCopy?.();
   for (const r of admission.records) void store.append(r).catch(ctx.fail);
   await store.append({ t: "balance", available }, { durable: true });
   // Every event of this run carries the run's name and id, so interleaved runs stay apart.
   ctx.log = options.logger.child({ run: located.manifest.name, run_id: store.state.run?.id });
   logAdmitted(ctx, opened, planned, admission, { maxPoints, available });
-  const ledger = ctx.seams.ledger(admission.cap, admission.openReserved);
+  const ledger = await ctx.seams.ledger(
+    ledgerInput(store.state, admission, located.manifest.name, maxPoints),
+  );
+  await withdrawLapsed(ctx, store, ledger);
   return { planned, store, admission, ledger, maxPoints, selected, listener };
 }
 
@@ -261,4 +285,50 @@ function logAdmitted(
     },
     `admitted: ${estimate} points estimated, balance ${available}${maxPoints !== undefined ? `, cap ${maxPoints}` : ""}`,
   );
+}
+
+/** The ledger's start: the admitted cap, and the journal's attempts by idempotency key. */
+function ledgerInput(
+  state: RunState,
+  admission: Admission,
+  name: string,
+  maxPoints: number | undefined,
+): LedgerInput {
+  const attempts = new Map<string, Attempt>();
+  for (const st of Object.values(state.jobs))
+    for (const a of [...st.attempts, ...(st.previous ?? [])]) attempts.set(a.key, a);
+  const open = [...attempts.values()]
+    .filter((a) => a.spent === undefined)
+    .map((a) => ({ id: a.key, points: a.reserved }));
+  return {
+    cap: admission.cap,
+    openReserved: admission.openReserved,
+    open,
+    attempt: (id) => {
+      const a = attempts.get(id);
+      return a ? { reserved: a.reserved, ...(a.spent !== undefined ? { spent: a.spent } : {}) } : undefined;
+    },
+    run: { name, campaign: state.campaign },
+    ...(maxPoints !== undefined ? { maxPoints } : {}),
+  };
+}
+
+/**
+ * Intents an earlier process wrote whose create it never sent (its shared reservation lapsed with
+ * its lease before the create could leave) and which no longer fit a shared budget: taken back,
+ * so that the job asks for a reservation again like any new attempt instead of being sent unpaid.
+ */
+async function withdrawLapsed(ctx: RunContext, store: StateStore, ledger: PointsLedger): Promise<void> {
+  const keys = new Set(ledger.withdraw ?? []);
+  if (keys.size === 0) return;
+  for (const st of Object.values(store.state.jobs)) {
+    const a = st.attempts.at(-1);
+    if (!a || !keys.has(a.key) || a.taskId !== undefined || a.spent !== undefined) continue;
+    await store.append({ t: "withdrawn", id: st.id, n: a.n }, { durable: true });
+    await ledger.settle(a.reserved, 0);
+    ctx.log.warn(
+      { job: st.id, event: "withdrawn", attempt: a.n },
+      "an earlier process's create was never sent and no longer fits the shared budget: withdrawn",
+    );
+  }
 }

@@ -237,7 +237,8 @@ async function runAll(
 ): Promise<number> {
   let running = lives.length;
   const unexpected = (id: string) => (error: unknown) => {
-    if (ctx.broken) return;
+    // A broken state or a lost coordinator stopped the run already, and said why.
+    if (ctx.broken || ctx.halt.by === "unreachable") return;
     ctx.log.error({ job: id, event: "job-error", error: errorInfo(error) }, "unexpected error");
   };
   const all = Promise.all(

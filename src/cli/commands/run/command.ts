@@ -1,11 +1,13 @@
 // `clapper run MANIFEST`: its flags, their checks, and the handler that hands them to the run.
+
+import type { CoordinatorUrl } from "../../../coord/url.js";
 import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
 import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../pipeline/types.js";
 import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import type { OptionSpec } from "../../options.js";
 import { parseDeadline, parseMaxFailures, parseRps, type RpsValue } from "../../values.js";
-import { manifestArg, outputFlag, stateFlag } from "../flags.js";
+import { coordinatorFlag, manifestArg, outputFlag, stateFlag } from "../flags.js";
 import { callbackOptions } from "./callback.js";
 
 export interface RunArgs {
@@ -33,6 +35,7 @@ export interface RunArgs {
   "give-up-after": number;
   "max-failures"?: MaxFailures | undefined;
   deadline?: Date | undefined;
+  coordinator?: CoordinatorUrl | undefined;
 }
 
 /** `run`'s own flags, after --output and --state, in the order --help lists them. */
@@ -204,7 +207,7 @@ export const run = defineCommand<RunArgs>({
     let b = outputFlag(manifestArg(y), option, "the run's");
     b = stateFlag(b, option, "keep (resumed when it exists)");
     for (const [name, spec] of RUN_FLAGS) b = option(b, name, spec);
-    return b;
+    return coordinatorFlag(b, option);
   },
   check(args) {
     // The same checks as the run makes, without a file or the network (parseCommandLine too).

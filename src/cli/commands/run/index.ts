@@ -3,14 +3,15 @@
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
-import { ServiceGate } from "../../../engine/limiter.js";
+import type { CoordinatorUrl } from "../../../coord/url.js";
+import { ServiceGate, type Sharing } from "../../../engine/limiter.js";
 import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
 import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
-import { type Progress, type RunOutcome, run } from "../../../pipeline/run.js";
+import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
 import type { ConnectionArgs, connect } from "../../config.js";
-import { fsExit, isFsError } from "../../errors.js";
+import { ExitError, fsExit, isFsError } from "../../errors.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
@@ -103,6 +104,25 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     });
     const rates = ratesPath(statePath);
     gate.resume(await readRates(rates, conn.account));
+    const lease = leaseFromEnv(o.env);
+    if (located.manifest.pool && !args.coordinator) {
+      await conn.close();
+      return {
+        code: 2,
+        message: `${args.manifest}: budget.pool "${located.manifest.pool.name}" is shared by every run that names it, through a coordinator: pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
+      };
+    }
+    let coordinated: Coordinated | undefined;
+    if (args.coordinator) {
+      try {
+        coordinated = await coordinate(args.coordinator, conn.account, located, o.signal, lease);
+      } catch (error) {
+        await conn.close();
+        if (error instanceof ExitError) return { code: error.code, message: error.message };
+        throw error;
+      }
+      gate.share(coordinated.sharing, { video: limits, speech: limits });
+    }
     try {
       const outcome = await run({
         manifest: args.manifest,
@@ -136,17 +156,78 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
         ...(args.deadline ? { deadline: args.deadline } : {}),
         ...(display ? { onProgress: (p: Progress) => display.update(p) } : {}),
+        ...(coordinated ? { seams: coordinated.seams, lost: coordinated.lost } : {}),
+        ...(lease ? { lease } : {}),
       });
       display?.done();
       return runOutcome(outcome, o.format, args.manifest);
     } finally {
       await remember(rates, conn.account, gate, logger);
+      // Given back in reverse order: the coordinator was taken after the services.
+      await coordinated?.close();
       await conn.close();
     }
   } finally {
     display?.done();
     await gate.stop();
   }
+}
+
+/**
+ * Test-only (documented in the README): CLAPPER_LOCK_LEASE_MS shortens the run lock's lease (and
+ * the coordinator's holder lease), so that a test sees a killed holder's lock freed in seconds.
+ */
+function leaseFromEnv(env: NodeJS.ProcessEnv): { leaseMs: number; heartbeatMs: number } | undefined {
+  const ms = Number(env.CLAPPER_LOCK_LEASE_MS);
+  if (!Number.isInteger(ms) || ms < 200) return undefined;
+  return { leaseMs: ms, heartbeatMs: Math.max(50, Math.floor(ms / 6)) };
+}
+
+interface Coordinated {
+  sharing: Sharing;
+  seams: Partial<Seams>;
+  /** Aborted with the error when the coordinator is lost mid-run. */
+  lost: AbortSignal;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects to the coordinator before anything is submitted: unreachable, the run exits 6 having
+ * sent nothing. Loaded only when asked for (ioredis stays out of a run without one).
+ */
+async function coordinate(
+  url: CoordinatorUrl,
+  account: string,
+  located: LocatedRun,
+  signal: AbortSignal | undefined,
+  lease: { leaseMs: number } | undefined,
+): Promise<Coordinated> {
+  const [{ connectCoordinator, CoordinatorUnavailableError }, { coordinatedSeams, sharing }] =
+    await Promise.all([import("../../../coord/index.js"), import("../../../pipeline/coordinated.js")]);
+  const lost = new AbortController();
+  const lose = (error: unknown) => {
+    if (!lost.signal.aborted) lost.abort(error);
+  };
+  let coordinator: Awaited<ReturnType<typeof connectCoordinator>>;
+  try {
+    coordinator = await connectCoordinator(url.url, {
+      account,
+      ...(signal ? { signal } : {}),
+      ...(lease ? { holderLeaseMs: lease.leaseMs } : {}),
+      onLost: lose,
+    });
+  } catch (error) {
+    if (error instanceof CoordinatorUnavailableError) {
+      throw new ExitError(6, `${error.message}; nothing was submitted`);
+    }
+    throw error;
+  }
+  return {
+    sharing: sharing(coordinator, lose),
+    seams: coordinatedSeams({ coordinator, pool: located.manifest.pool, lose }),
+    lost: lost.signal,
+    close: () => coordinator.close(),
+  };
 }
 
 /** The rate this run found, for the next run on the account (a cache: a failure only costs time). */

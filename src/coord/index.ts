@@ -1,0 +1,140 @@
+// The coordinator: what every clapper process on one account shares through Redis (`--coordinator`).
+// One request rate and one in-flight cap per service, the budgets (a run's cap across its
+// processes, named pools across runs), and run locks with leases. The account is a hash the caller
+// derives from the service address and the API key; the key itself never reaches Redis.
+//
+// Every read-modify-write is one Lua script (src/coord/scripts.ts), so it is atomic however many
+// processes call at once; every key expires, so an account that stops using clapper leaves nothing
+// behind; a process's slots and never-sent reservations are tied to its lease (src/coord/link.ts)
+// and return when it dies.
+
+import type { RateSettings } from "../engine/rate.js";
+import { type BudgetView, readBudgets } from "./budgets.js";
+import { CoordinatorUnavailableError } from "./errors.js";
+import { type LedgerSpec, openLedger, type SharedLedger } from "./ledger.js";
+import { type Link, Link as LinkClass, type LinkOptions } from "./link.js";
+import { acquireCoordLock, type CoordLock, type LockOptions } from "./lock.js";
+import { RedisSharedRate, type SharedRate } from "./shared-rate.js";
+import { RedisSlots, type SharedSlots } from "./slots.js";
+import { type CoordinatorUrl, parseCoordinatorUrl } from "./url.js";
+
+export type { BudgetView } from "./budgets.js";
+export {
+  CoordinatorLostError,
+  CoordinatorUnavailableError,
+  CoordLockHeldError,
+  CoordLockLostError,
+} from "./errors.js";
+export type { LedgerSpec, SharedLedger } from "./ledger.js";
+export type { CoordLock, LockOptions as CoordLockOptions } from "./lock.js";
+export { type PoolPeriod, periodId } from "./period.js";
+export type { SharedRate } from "./shared-rate.js";
+export type { SharedSlots } from "./slots.js";
+export { type CoordinatorUrl, parseCoordinatorUrl } from "./url.js";
+
+/** How long a process's lease lasts without a heartbeat: a killed process's slots return within it. */
+export const DEFAULT_HOLDER_LEASE_MS = 30_000;
+const CONNECT_TIMEOUT_MS = 3_000;
+/** Every command's answer: a script is short, so a slower answer is a server in trouble. */
+const COMMAND_TIMEOUT_MS = 5_000;
+
+export interface ConnectOptions {
+  /** The account's hash (never the key). */
+  account: string;
+  signal?: AbortSignal;
+  /** Shorter in tests (CLAPPER_LOCK_LEASE_MS). */
+  holderLeaseMs?: number;
+  connectTimeoutMs?: number;
+  commandTimeoutMs?: number;
+  /** The coordinator was lost mid-run: the run halts (exit 6). Called once. */
+  onLost?: (error: Error) => void;
+  /** Tests: the time the scripts use instead of the server's clock. */
+  now?: () => number;
+}
+
+export class Coordinator {
+  private readonly rates = new Map<string, RedisSharedRate>();
+  private readonly caps = new Map<string, RedisSlots>();
+
+  constructor(readonly link: Link) {}
+
+  /** This process's name in the coordinator (host, pid, random). */
+  get holder(): string {
+    return this.link.holder;
+  }
+
+  /** The address, password hidden. */
+  get address(): string {
+    return this.link.address;
+  }
+
+  /** Aborted with the CoordinatorLostError when the coordinator is lost (or closed). */
+  get gone(): AbortSignal {
+    return this.link.gone;
+  }
+
+  /** The rate of `scope` (`key`, `video`, `speech`) that every process of the account shares. */
+  rate(scope: string, settings: RateSettings): SharedRate {
+    let rate = this.rates.get(scope);
+    if (!rate) {
+      rate = new RedisSharedRate(this.link, scope, settings);
+      this.rates.set(scope, rate);
+    }
+    return rate;
+  }
+
+  /** The in-flight cap of `service` that every process of the account shares. */
+  slots(service: string, cap: number): SharedSlots {
+    let slots = this.caps.get(service);
+    if (!slots) {
+      slots = new RedisSlots(this.link, service, cap);
+      this.caps.set(service, slots);
+    }
+    return slots;
+  }
+
+  lock(name: string, options: LockOptions = {}): Promise<CoordLock> {
+    return acquireCoordLock(this.link, name, options);
+  }
+
+  /** A ledger over the run's shared cap and the named pools; adopts the attempts a run left open. */
+  ledger(spec: LedgerSpec): Promise<SharedLedger> {
+    return openLedger(this.link, spec);
+  }
+
+  /** Every budget the coordinator holds for the account (never-sent reservations of dead processes lapsed first). */
+  budgets(): Promise<BudgetView[]> {
+    return readBudgets(this.link);
+  }
+
+  /** Ends this process's lease (its slots return, its never-sent reservations lapse) and disconnects. */
+  close(): Promise<void> {
+    return this.link.close();
+  }
+}
+
+/**
+ * Connects and takes this process's lease. Unreachable (refused, no answer within the connect
+ * timeout, a wrong password): CoordinatorUnavailableError naming the address, nothing else done.
+ */
+export async function connectCoordinator(
+  url: string | CoordinatorUrl,
+  options: ConnectOptions,
+): Promise<Coordinator> {
+  const parsed = typeof url === "string" ? parseCoordinatorUrl(url) : url;
+  const linkOptions: LinkOptions = {
+    account: options.account,
+    connectTimeoutMs: options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
+    holderLeaseMs: options.holderLeaseMs ?? DEFAULT_HOLDER_LEASE_MS,
+    signal: options.signal,
+    onLost: options.onLost,
+    now: options.now,
+  };
+  const link = await LinkClass.open(parsed, linkOptions);
+  return new Coordinator(link);
+}
+
+export function isCoordinatorUnavailable(error: unknown): error is CoordinatorUnavailableError {
+  return error instanceof CoordinatorUnavailableError;
+}

@@ -1,0 +1,64 @@
+// Every key of one account, under `clapper:{ACCOUNT}:`. The braces are Redis Cluster's hash tag:
+// all of an account's keys live in one slot, so a script may touch several of them (a reservation
+// spans the run's ledger and a pool's) on a cluster too.
+
+/** What an account id may be: the hash the caller derives from the service address and the key. */
+const ACCOUNT = /^[\w.-]{1,128}$/;
+
+export class Keys {
+  readonly prefix: string;
+
+  constructor(readonly account: string) {
+    if (!ACCOUNT.test(account)) {
+      throw new RangeError(
+        `Expected the coordinator's account to be a hash of 1 to 128 letters, digits, "_", "." or "-", got ${JSON.stringify(account)}`,
+      );
+    }
+    this.prefix = `clapper:{${account}}:`;
+  }
+
+  /** A process's lease: while it exists, the process is alive. */
+  holder(holder: string): string {
+    return `${this.prefix}holder:${holder}`;
+  }
+
+  rate(scope: string): string {
+    return `${this.prefix}rate:${scope}`;
+  }
+
+  /** Answers that were not a 429, per 100 ms of Redis time, from every process. */
+  rateAccepted(scope: string): string {
+    return `${this.prefix}rate-accepted:${scope}`;
+  }
+
+  slots(service: string): string {
+    return `${this.prefix}slots:${service}`;
+  }
+
+  /** Pub/sub channel (not a key): a slot of the service was released. */
+  slotsFreed(service: string): string {
+    return `${this.prefix}slots-freed:${service}`;
+  }
+
+  /** A ledger's totals and description; `rest` is `run:KEY` or `pool:NAME:PERIOD-ID`. */
+  ledger(rest: string): string {
+    return `${this.prefix}ledger:${rest}`;
+  }
+
+  get ledgerPrefix(): string {
+    return `${this.prefix}ledger:`;
+  }
+
+  /** One reservation by id (the attempt's idempotency key), wherever it was made. */
+  reservation(id: string): string {
+    return `${this.prefix}res:${id}`;
+  }
+
+  lock(name: string): string {
+    return `${this.prefix}lock:${name}`;
+  }
+
+  fence(name: string): string {
+    return `${this.prefix}fence:${name}`;
+  }
+}

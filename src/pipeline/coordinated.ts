@@ -1,0 +1,175 @@
+// A run under a coordinator (`--coordinator`): the seams that every clapper process on the account
+// shares through Redis. The run's lock lives there with a lease, so a killed container's lock frees
+// itself. The ledger is the run's own (the balance, what its journal spent) joined to the shared
+// ones: the run's cap across its processes, and the named pool across runs. A reservation needs
+// all of them; a coordinator that cannot be asked halts the run (exit 6) before any create.
+import {
+  type Coordinator,
+  type CoordLock,
+  CoordLockHeldError,
+  periodId,
+  type SharedLedger,
+} from "../coord/index.js";
+import { LocalLedger, type PointsLedger } from "../engine/ledger.js";
+import type { Sharing } from "../engine/limiter.js";
+import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
+import type { BudgetPool } from "../manifest/index.js";
+import type { LedgerInput, Seams } from "./types.js";
+
+export interface CoordinatedOptions {
+  coordinator: Coordinator;
+  /** The manifest's `budget.pool`, if any. */
+  pool?: BudgetPool | undefined;
+  /** The coordinator failed a call: the run halts (exit 6), state saved. */
+  lose(error: unknown): void;
+}
+
+/** What the coordinator gives the request gate: the shared rates and in-flight caps. */
+export function sharing(coordinator: Coordinator, lose: (error: unknown) => void): Sharing {
+  return {
+    pace: (scope, settings) => coordinator.rate(scope, settings),
+    cap: (service, inFlight) => coordinator.slots(service, inFlight),
+    lost: lose,
+  };
+}
+
+/** The lock and the ledger, through the coordinator. */
+export function coordinatedSeams(o: CoordinatedOptions): Pick<Seams, "lock" | "ledger" | "pool"> {
+  return {
+    lock: (path, options) => coordinatedLock(o, path, options),
+    ledger: (input) => jointLedger(o, input),
+    pool: async () => {
+      if (!o.pool) return undefined;
+      const views = await o.coordinator.budgets();
+      const period = periodId(o.pool.period, new Date());
+      const view = views.find((v) => v.kind === "pool" && v.name === o.pool?.name && v.periodId === period);
+      return {
+        name: o.pool.name,
+        period: o.pool.period,
+        periodId: period,
+        cap: o.pool.maxPoints,
+        committed: (view?.reserved ?? 0) + (view?.spent ?? 0),
+      };
+    },
+  };
+}
+
+/**
+ * The run's lock as a lease in Redis, named by the state's path: a dead container's lock is gone
+ * once its lease runs out, with no file left behind to judge.
+ */
+async function coordinatedLock(o: CoordinatedOptions, path: string, options: LockOptions): Promise<Lock> {
+  let held: CoordLock;
+  try {
+    held = await o.coordinator.lock(`state:${path}`, {
+      ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
+      ...(options.breakLock ? { breakLock: true } : {}),
+      ...(options.onLost ? { onLost: (error: Error) => options.onLost?.(error as never) } : {}),
+      ...(options.wait ? { wait: options.wait } : {}),
+    });
+  } catch (error) {
+    // Exit 5, with the coordinator's own words: who holds it, for how much longer, --break-lock.
+    if (error instanceof CoordLockHeldError)
+      throw new LockHeldError(path, undefined, 0, 0, false, error.message);
+    throw error;
+  }
+  return {
+    path,
+    owner: { pid: process.pid, host: o.coordinator.holder, started_at: new Date().toISOString() },
+    replaced: undefined,
+    get lost() {
+      return held.lost;
+    },
+    fence: held.fence,
+    release: () => held.release(),
+  } as Lock & { fence: number };
+}
+
+async function jointLedger(o: CoordinatedOptions, input: LedgerInput): Promise<PointsLedger> {
+  const local = new LocalLedger(input.cap, input.openReserved);
+  let shared: SharedLedger;
+  try {
+    shared = await o.coordinator.ledger({
+      ...(input.maxPoints !== undefined
+        ? { run: { key: `${input.run.name}:${input.run.campaign}`, cap: input.maxPoints } }
+        : {}),
+      pools: o.pool ? [{ name: o.pool.name, maxPoints: o.pool.maxPoints, period: o.pool.period }] : [],
+      adopt: input.open.map((a) => ({ id: a.id, points: a.points })),
+      settled: (id) => {
+        const a = input.attempt(id);
+        return a?.spent !== undefined ? { spent: a.spent } : undefined;
+      },
+    });
+  } catch (error) {
+    o.lose(error);
+    throw error;
+  }
+  return new JointLedger(local, shared, o.lose);
+}
+
+/** Both ledgers must accept; the local one first (no round trip), given back if the shared one refuses. */
+class JointLedger implements PointsLedger {
+  private refused: string | undefined;
+
+  constructor(
+    private readonly local: LocalLedger,
+    private readonly shared: SharedLedger,
+    private readonly lose: (error: unknown) => void,
+  ) {}
+
+  async tryReserve(points: number, id?: string): Promise<boolean> {
+    this.refused = undefined;
+    if (!(await this.local.tryReserve(points, id))) return false;
+    try {
+      if (await this.shared.tryReserve(points, id)) return true;
+      this.refused = this.shared.refusal?.() ?? "a shared budget is spent";
+    } catch (error) {
+      // No create without a reservation: the run halts, and the caller sees the stop.
+      this.lose(error);
+    }
+    await this.local.settle(points, 0, id);
+    return false;
+  }
+
+  async markSent(id: string): Promise<void> {
+    try {
+      await this.shared.markSent(id);
+    } catch (error) {
+      this.lose(error);
+      throw error;
+    }
+  }
+
+  async settle(reserved: number, spent: number, id?: string): Promise<void> {
+    await this.local.settle(reserved, spent, id);
+    try {
+      await this.shared.settle(reserved, spent, id);
+    } catch (error) {
+      // The journal has it: the next run settles what the coordinator still holds.
+      this.lose(error);
+    }
+  }
+
+  async adjust(from: number, to: number, id?: string): Promise<boolean> {
+    const within = await this.local.adjust(from, to, id);
+    try {
+      return (await this.shared.adjust(from, to, id)) && within;
+    } catch (error) {
+      this.lose(error);
+      return within;
+    }
+  }
+
+  snapshot() {
+    return this.local.snapshot();
+  }
+
+  refusal(): string | undefined {
+    return this.refused;
+  }
+
+  get withdraw(): readonly string[] {
+    return this.shared.withdraw;
+  }
+}

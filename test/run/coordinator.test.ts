@@ -1,0 +1,262 @@
+// Several clapper processes sharing one account through a real redis-server (Debian's package,
+// started here on a free loopback port) against one sandbox process: the shared request rate, the
+// shared pool under random SIGKILLs, the run lock of a killed holder, and Redis itself killed in
+// the middle of a run. Every check compares what the runs say with what the sandbox saw: tasks
+// created, points committed at every moment, and the balance drop.
+import { readFile } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RedisServer, redisAvailable, redisSkipReason, startRedis } from "../coord/redis-server.js";
+import {
+  cli,
+  cliEnv,
+  journalRecords,
+  rng,
+  type SandboxProcess,
+  settledBalance,
+  staleBuild,
+  startSandbox,
+  type Workspace,
+  watchCommitted,
+  workspace,
+} from "./harness.js";
+
+const HAVE_REDIS = redisAvailable();
+const SEED = Number(process.env.CLAPPER_KILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const random = rng(SEED);
+const between = (lo: number, hi: number) => Math.floor(lo + random() * (hi - lo + 1));
+const FLAGS = ["--log-format", "json", "--poll-interval", "0.05", "--max-attempts", "1"];
+
+/** `n` 768P 4 s shots (40 points each), their prompts marked by `tag` so no two runs share a task. */
+function shotsManifest(name: string, n: number, extra: string[] = []): string {
+  const lines = [
+    `name: ${name}`,
+    "output: ./output",
+    ...extra,
+    "defaults:",
+    '  shot: { model: Vid-H3, resolution: 768P, duration: 4, ratio: "16:9" }',
+    "shots:",
+  ];
+  for (let i = 1; i <= n; i++)
+    lines.push(`  - { id: s${String(i).padStart(2, "0")}, prompt: "${name}: take ${i}" }`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** Idempotency keys of every attempt a run's journal opened. */
+async function attemptKeys(ws: Workspace): Promise<string[]> {
+  const records = await journalRecords(ws.statePath);
+  return records.flatMap((r) => (r.t === "intent" ? [r.key] : []));
+}
+
+describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" : redisSkipReason})`, () => {
+  let redis: RedisServer;
+  const spaces: Workspace[] = [];
+  const sandboxes: SandboxProcess[] = [];
+  beforeAll(async () => {
+    expect(staleBuild(), "dist/ is older than src/: run `npm run build` first").toEqual([]);
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+    for (const sb of sandboxes) await sb.close();
+    for (const w of spaces) await w.remove();
+  });
+  const sandbox = async (timeScale: number, extra: string[] = []) => {
+    const sb = await startSandbox(timeScale, extra);
+    sandboxes.push(sb);
+    return sb;
+  };
+  const space = async (name: string, text: string) => {
+    const w = await workspace(name, { text });
+    spaces.push(w);
+    return w;
+  };
+
+  it("refuses an unreachable coordinator before anything is submitted: exit 6, naming the address", async () => {
+    const sb = await sandbox(0.02);
+    const w = await space("unreachable", shotsManifest("unreachable", 2));
+    const r = await cli(["run", w.manifest, ...FLAGS, "--coordinator", "redis://127.0.0.1:1"], {
+      cwd: w.dir,
+      env: cliEnv(sb),
+    }).done;
+    expect(r.code, r.messages.join("\n")).toBe(6);
+    expect(r.messages.join("\n")).toContain("redis://127.0.0.1:1");
+    expect((await sb.stats()).tasks_created).toEqual({ video: 0, speech: 0 });
+  });
+
+  it("refuses a pool without a coordinator (exit 2) and a bad address (exit 2, the password hidden)", async () => {
+    const sb = await sandbox(0.02);
+    const pool = ["budget:", "  pool: { name: nightly, max_points: 500, period: day }"];
+    const w = await space("needs-coord", shotsManifest("needs-coord", 1, pool));
+    const r = await cli(["run", w.manifest, ...FLAGS], { cwd: w.dir, env: cliEnv(sb) }).done;
+    expect(r.code).toBe(2);
+    expect(r.messages.join("\n")).toMatch(/budget\.pool "nightly".*--coordinator/);
+    const bad = await cli(["run", w.manifest, ...FLAGS], {
+      cwd: w.dir,
+      env: { ...cliEnv(sb), CLAPPER_REDIS_URL: "http://user:s3cret-pw@127.0.0.1:6379" },
+    }).done;
+    expect(bad.code).toBe(2);
+    expect(bad.messages.join("\n")).toContain("CLAPPER_REDIS_URL");
+    expect(bad.messages.join("\n")).not.toContain("s3cret-pw");
+    expect((await sb.stats()).tasks_created).toEqual({ video: 0, speech: 0 });
+  });
+
+  it("shares one rate: three processes under a 20 requests/s limit meet 429s on under 3% of requests", {
+    timeout: 120_000,
+  }, async () => {
+    const rounds: Record<string, { requests: number; limited: number }> = {};
+    for (const coordinated of [true, false]) {
+      const sb = await sandbox(0.02, ["--rate-limit", "20"]);
+      const label = coordinated ? "coordinated" : "alone";
+      const ws = await Promise.all(
+        [1, 2, 3].map((i) => space(`rate-${label}-${i}`, shotsManifest(`rate-${label}-${i}`, 100))),
+      );
+      const runs = await Promise.all(
+        ws.map(
+          (w) =>
+            cli(["run", w.manifest, ...FLAGS, ...(coordinated ? ["--coordinator", redis.url] : [])], {
+              cwd: w.dir,
+              env: { ...cliEnv(sb), CLAPPER_RETRY_BASE_MS: "50" },
+            }).done,
+        ),
+      );
+      for (const r of runs) expect(r.code, r.messages.join("\n")).toBe(0);
+      const stats = await sb.stats();
+      const requests = Object.entries(stats.requests)
+        .filter(([k]) => !k.includes("/_sandbox/") && !k.includes("/_media/"))
+        .reduce((n, [, v]) => n + v, 0);
+      const limited = runs.reduce(
+        (n, r) => n + Number(r.events.find((e) => e.event === "rate")?.limited ?? 0),
+        0,
+      );
+      rounds[label] = { requests, limited };
+    }
+    console.log(`rates shared: ${JSON.stringify(rounds)}`);
+    const c = rounds.coordinated as { requests: number; limited: number };
+    const a = rounds.alone as { requests: number; limited: number };
+    expect(c.limited / c.requests).toBeLessThan(0.03);
+    // Without the coordinator each process finds the limit by itself, three times over.
+    expect(a.limited).toBeGreaterThan(c.limited);
+  });
+
+  it("never lets three runs of one pool commit more than its max_points, under random SIGKILLs", {
+    timeout: 180_000,
+  }, async () => {
+    const sb = await sandbox(0.02);
+    const CAP = 1000;
+    // Each run alone fits (16 x 40 = 640); together they need 1,920 of the pool's 1,000.
+    const pool = ["budget:", `  pool: { name: kills-${SEED}, max_points: ${CAP}, period: day }`];
+    const ws = await Promise.all(
+      [1, 2, 3].map((i) => space(`pool-${i}`, shotsManifest(`pool-${i}`, 16, pool))),
+    );
+    const before = await settledBalance(sb);
+    const watch = watchCommitted(sb, before);
+    const logs: string[][] = [[], [], []];
+    await Promise.all(
+      ws.map(async (w, i) => {
+        const log = logs[i] as string[];
+        for (let k = 0; k < 8; k++) {
+          const kill = k < 5 && random() < 0.7;
+          const r = await cli(["run", w.manifest, ...FLAGS, "--coordinator", redis.url], {
+            cwd: w.dir,
+            env: cliEnv(sb),
+            ...(kill ? { killAfterMs: between(150, 1500) } : {}),
+          }).done;
+          log.push(r.signal ? `killed at ${r.ms} ms` : `exit ${r.code}`);
+          if (r.signal) continue;
+          // 0: done; 1: stopped when the pool was spent; 3: the pool could not fit it at all.
+          expect([0, 1, 3], `${w.name}: ${r.messages.join("\n")}`).toContain(r.code);
+          break;
+        }
+      }),
+    );
+    const deepest = await watch.stop();
+    const after = await settledBalance(sb);
+    console.log(
+      `pool runs (seed ${SEED}): ${logs.map((l) => l.join(" -> ")).join(" | ")}; deepest ${deepest}`,
+    );
+    for (const l of logs) expect(l.at(-1)).toMatch(/^exit /);
+    // The pool held at every moment, and in the end.
+    expect(deepest).toBeLessThanOrEqual(CAP);
+    expect(before.total_points - after.total_points).toBeLessThanOrEqual(CAP);
+    // Nothing paid twice: every task the sandbox made answers one attempt of one journal.
+    const keys = (await Promise.all(ws.map(attemptKeys))).flat();
+    expect(new Set(keys).size).toBe(keys.length);
+    const stats = await sb.stats();
+    expect(stats.tasks_created.video).toBeLessThanOrEqual(keys.length);
+    // The spending the reports state is the balance drop.
+    let reported = 0;
+    for (const w of ws) {
+      const report = JSON.parse(await readFile(w.reportPath, "utf8").catch(() => "null")) as {
+        points: { spent: number };
+      } | null;
+      reported += report?.points.spent ?? 0;
+    }
+    expect(reported).toBe(before.total_points - after.total_points);
+    // And the coordinator's books agree with it.
+    const b = await cli(["budget", "--json", "--coordinator", redis.url], {
+      cwd: ws[0]?.dir ?? ".",
+      env: cliEnv(sb),
+    }).done;
+    expect(b.code, b.messages.join("\n")).toBe(0);
+    const books = JSON.parse(b.stdout) as {
+      budgets: Array<{ kind: string; name: string; cap: number; reserved: number; spent: number }>;
+    };
+    const entry = books.budgets.find((x) => x.kind === "pool" && x.name === `kills-${SEED}`);
+    expect(entry).toMatchObject({ cap: CAP, reserved: 0, spent: before.total_points - after.total_points });
+  });
+
+  it("frees a SIGKILLed holder's lock within its lease; the next run takes it over and pays nothing twice", {
+    timeout: 60_000,
+  }, async () => {
+    const sb = await sandbox(0.05);
+    const w = await space("lock-kill", shotsManifest("lock-kill", 6));
+    const env = { ...cliEnv(sb), CLAPPER_LOCK_LEASE_MS: "1500" };
+    const args = ["run", w.manifest, ...FLAGS, "--coordinator", redis.url];
+    const first = cli(args, { cwd: w.dir, env, on: (e) => (e.event === "created" ? "SIGKILL" : undefined) });
+    const killed = await first.done;
+    expect(killed.signal).toBe("SIGKILL");
+    const t0 = Date.now();
+    const second = await cli(args, { cwd: w.dir, env }).done;
+    expect(second.code, second.messages.join("\n")).toBe(0);
+    // It waited for the lease (not forever, not for a default 30 s).
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    const keys = await attemptKeys(w);
+    expect(new Set(keys).size).toBe(6);
+    expect((await sb.stats()).tasks_created.video).toBe(6);
+  });
+
+  it("stops at once when Redis dies mid-run (exit 6, state saved); restarted, the next run finishes paying nothing twice", {
+    timeout: 90_000,
+  }, async () => {
+    const own = await startRedis();
+    try {
+      const sb = await sandbox(0.05);
+      const CAP = 2000;
+      const pool = ["budget:", `  pool: { name: outage-${SEED}, max_points: ${CAP}, period: total }`];
+      const w = await space("redis-dies", shotsManifest("redis-dies", 20, pool));
+      const args = ["run", w.manifest, ...FLAGS, "--coordinator", own.url];
+      const before = await settledBalance(sb);
+      let n = 0;
+      const r = await cli(args, {
+        cwd: w.dir,
+        env: cliEnv(sb),
+        on: (e) => {
+          if (e.event === "created" && ++n === 5) own.kill();
+          return undefined;
+        },
+      }).done;
+      expect(r.code, r.messages.join("\n")).toBe(6);
+      expect(r.messages.join("\n")).toContain("coordinator");
+      const createdThen = (await sb.stats()).tasks_created.video;
+      expect(createdThen).toBeLessThan(20);
+      await own.restart();
+      const again = await cli(args, { cwd: w.dir, env: cliEnv(sb) }).done;
+      expect(again.code, again.messages.join("\n")).toBe(0);
+      const after = await settledBalance(sb);
+      expect((await sb.stats()).tasks_created.video).toBe(20);
+      expect(before.total_points - after.total_points).toBe(20 * 40);
+    } finally {
+      await own.stop();
+    }
+  });
+});
