@@ -9,6 +9,8 @@ export const RATE_RULES = {
   ...ENGINE_RATE_RULES,
   /** Accepted answers are counted per this many ms of server time (the callers group ages by 10 ms). */
   bucketMs: 10,
+  /** Every process tells its accepted answers within this long (src/coord/shared-rate.ts FLUSH_MS, and a round trip). */
+  reportLagMs: 40,
 } as const;
 
 const PRELUDE = `
@@ -116,11 +118,14 @@ local function sustained(s, now, acceptedKey, least)
   if first <= 0 then first = now end
   local from = math.max(now - ${R.windowMs}, first, s.limitedAt)
   local fromBucket = math.floor(from / ${R.bucketMs})
+  -- The last moments are left out: other processes' answers of then may not have been told yet,
+  -- and a count missing them reads low.
+  local toBucket = math.floor((now - ${R.reportLagMs}) / ${R.bucketMs})
   local h = redis.call('HGETALL', acceptedKey)
   local n, lo, hi = 0, nil, nil
   for i = 1, #h, 2 do
     local b = tonumber(h[i])
-    if b >= fromBucket then
+    if b >= fromBucket and b <= toBucket then
       n = n + tonumber(h[i + 1])
       if lo == nil or b < lo then lo = b end
       if hi == nil or b > hi then hi = b end

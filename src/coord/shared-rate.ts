@@ -2,7 +2,7 @@
 // (src/engine/rate.ts) applied in Redis to one state, so a 429 that one process meets slows all of
 // them. Sending is GCRA-like: each turn reserves the next free moment in one script call
 // (`tat = max(tat, now, pausedUntil) + 1000 / rps`) and the caller sleeps until it. Accepted answers
-// are counted here and ride along with the next call (or a flush at most every 100 ms), so an
+// are counted here and ride along with the next call (or a flush at most every 25 ms), so an
 // answer costs no round trip of its own.
 import { AbortedError } from "../api/errors.js";
 import { type RateSettings, type RememberedRate, SAFE_START_RPS } from "../engine/rate.js";
@@ -28,8 +28,11 @@ export interface SharedRate {
   readonly limited: number;
 }
 
-/** Accepted answers wait at most this long for a call to ride along with. */
-const FLUSH_MS = 100;
+/**
+ * Accepted answers wait at most this long for a call to ride along with: the shared estimate of
+ * what the service sustained leaves out the last RATE_RULES.reportLagMs, which must cover it.
+ */
+const FLUSH_MS = 25;
 
 export class RedisSharedRate implements SharedRate {
   sent = 0;
