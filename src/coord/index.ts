@@ -68,6 +68,11 @@ export class Coordinator {
     return this.link.address;
   }
 
+  /** The account's data generation in this Redis (another one: the data was lost since). */
+  get generation(): string {
+    return this.link.generation;
+  }
+
   /** Aborted with the CoordinatorLostError when the coordinator is lost (or closed). */
   get gone(): AbortSignal {
     return this.link.gone;

@@ -1,6 +1,7 @@
-// Every key of one account, under `clapper:{ACCOUNT}:`. The braces are Redis Cluster's hash tag:
-// all of an account's keys live in one slot, so a script may touch several of them (a reservation
-// spans the run's ledger and a pool's) on a cluster too.
+// Every key of one account, under `clapper:{ACCOUNT}:`. The braces are Redis Cluster's hash tag,
+// so an account's keys would share one slot; the client is a single-node one today, and some
+// scripts touch keys they do not declare (a reservation's own record, its ledgers' companions),
+// so a cluster is not supported.
 
 /** What an account id may be: the hash the caller derives from the service address and the key. */
 const ACCOUNT = /^[\w.-]{1,128}$/;
@@ -15,6 +16,14 @@ export class Keys {
       );
     }
     this.prefix = `clapper:{${account}}:`;
+  }
+
+  /**
+   * A random name this Redis keeps for the account's data: another one means the data was lost
+   * (a restart without persistence, a flush, a failover to an empty replica).
+   */
+  get generation(): string {
+    return `${this.prefix}generation`;
   }
 
   /** A process's lease: while it exists, the process is alive. */

@@ -21,6 +21,8 @@ import type { CoordinatorUrl } from "./url.js";
 
 /** How long shared keys (rates, slots) outlive the last process that touched them. */
 export const SHARED_KEY_TTL_MS = 10 * 60_000;
+/** The generation outlives any ledger (a `total` pool's 400 days). */
+const GENERATION_TTL_MS = 400 * 86_400_000;
 /** Reconnect attempts after a drop, before the coordinator counts as lost: 0.1 + 0.2 + 0.4 + 0.8 s. */
 const RECONNECT_ATTEMPTS = 4;
 
@@ -48,8 +50,10 @@ export class Link {
   private lostError: CoordinatorLostError | undefined;
   private closed = false;
   private heartbeat: NodeJS.Timeout | undefined;
-  /** Keys whose expiry the heartbeat pushes back while this process uses them. */
-  private readonly kept = new Set<string>();
+  /** Keys whose expiry the heartbeat pushes back while this process uses them, with their time to live. */
+  private readonly kept = new Map<string, number>();
+  /** The account's data generation in this Redis when this process connected (see Keys.generation). */
+  generation = "";
   private subscriber: Redis | undefined;
   private subscribing: Promise<void> | undefined;
   private readonly listeners = new Map<string, Set<() => void>>();
@@ -105,6 +109,10 @@ export class Link {
         options.connectTimeoutMs,
         options.signal,
       );
+      // The data's generation: kept if there is one, made if the account has none here yet.
+      await redis.set(link.keys.generation, randomBytes(8).toString("hex"), "PX", GENERATION_TTL_MS, "NX");
+      link.generation = (await redis.get(link.keys.generation)) ?? "";
+      link.keep(link.keys.generation, GENERATION_TTL_MS);
       // The lease exists before anything can be reserved under it.
       await redis.set(
         link.keys.holder(link.holder),
@@ -217,9 +225,9 @@ export class Link {
     return this.lostError !== undefined && !this.closed;
   }
 
-  /** Keeps `key` from expiring while this process is alive (renewed with the lease). */
-  keep(key: string): void {
-    this.kept.add(key);
+  /** Keeps `key` from expiring while this process is alive: its time to live renewed with the lease. */
+  keep(key: string, ttlMs = SHARED_KEY_TTL_MS): void {
+    this.kept.set(key, ttlMs);
   }
 
   private startHeartbeat(): void {
@@ -246,8 +254,8 @@ export class Link {
     try {
       const alive = await this.script(
         "clapperHolderRenew",
-        [this.keys.holder(this.holder), ...this.kept],
-        [this.holderLeaseMs, SHARED_KEY_TTL_MS],
+        [this.keys.holder(this.holder), ...this.kept.keys()],
+        [this.holderLeaseMs, ...this.kept.values()],
       );
       if (alive !== 1) {
         this.fail(

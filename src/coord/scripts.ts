@@ -290,11 +290,12 @@ return removed
 
 /**
  * The holder's heartbeat: renews its lease and the expiry of the shared keys it uses. KEYS: holder,
- * then keys to keep. ARGV: leaseMs, keepMs. 0 when the lease was gone: this process was given up.
+ * then keys to keep. ARGV: leaseMs, then each kept key's time to live. 0 when the lease was gone:
+ * this process was given up.
  */
 export const HOLDER_RENEW = `
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return 0 end
-for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[i]) end
 return 1
 `;
 
@@ -402,6 +403,21 @@ local function lapse(lk)
   end
 end
 
+-- Reservations whose record is gone (expired with its time to live): their points leave the
+-- ledger. O(reservations): run by adopt and by the books, never by a reserve.
+local function sweep(lk)
+  local ik = companion(lk, 'ids')
+  local ids = redis.call('HGETALL', ik)
+  for i = 1, #ids, 2 do
+    local id, p = ids[i], tonumber(ids[i + 1])
+    if redis.call('EXISTS', resKey(id)) == 0 then
+      if p and redis.call('EXISTS', lk) == 1 then redis.call('HINCRBYFLOAT', lk, 'reserved', -p) end
+      redis.call('HDEL', ik, id)
+      redis.call('HDEL', companion(lk, 'pending'), id)
+    end
+  end
+end
+
 -- ARGV from 'at' on: per ledger, cap, ttl, kind, name, period, periodId (6 each), n ledgers.
 local function describe(keys, at)
   local ledgers = {}
@@ -484,9 +500,12 @@ return reply(1, 0, '', '')
 /** KEYS: none. ARGV: now, prefix, id, holder. Returns 1, or 0 when the reservation is gone. */
 export const LEDGER_MARK_SENT = `${PRELUDE}${LEDGER_LIB}
 local id, holder = ARGV[3], ARGV[4]
+-- A process whose lease lapsed (it stalled) sends nothing: its reservations may be lapsed or adopted.
+if not holderAlive(holder) then return 0 end
 local raw = redis.call('GET', resKey(id))
 if not raw then return 0 end
 local rec = cjson.decode(raw)
+if rec.h ~= holder then return 0 end
 if rec.s == 'pending' then
   rec.s = 'sent'
   rec.h = holder
@@ -560,7 +579,10 @@ return { ok, t[1], t[2], t[3] }
 export const LEDGER_ADOPT = `${PRELUDE}${LEDGER_LIB}
 local holder, resTtl = ARGV[3], ARGV[4]
 local ledgers = describe(KEYS, 6)
-for _, l in ipairs(ledgers) do lapse(l.key) end
+for _, l in ipairs(ledgers) do
+  lapse(l.key)
+  sweep(l.key)
+end
 local kept, restored, reserved = 0, 0, 0
 local withdraw = {}
 local function fits(points)
@@ -599,6 +621,26 @@ return { kept, restored, reserved, t[1], t[2], t[3], withdraw }
 `;
 
 /**
+ * After the coordinator lost its data: the spending a journal settled is counted again in the
+ * ledger it went into, once (a `settled` tombstone marks each). KEYS: the ledger. ARGV: now,
+ * prefix, resTtlMs, snapshotKey, 6 for the ledger, then id, spent pairs. Returns the count restored.
+ */
+export const LEDGER_RESTORE = `${PRELUDE}${LEDGER_LIB}
+local resTtl = ARGV[3]
+local ledgers = describe(KEYS, 5)
+local n = 0
+for i = 11, #ARGV, 2 do
+  local id, spent = ARGV[i], tonumber(ARGV[i + 1])
+  if redis.call('EXISTS', resKey(id)) == 0 then
+    for _, l in ipairs(ledgers) do redis.call('HINCRBYFLOAT', l.key, 'spent', spent) end
+    redis.call('SET', resKey(id), '{"s":"settled"}', 'PX', resTtl)
+    n = n + 1
+  end
+end
+return n
+`;
+
+/**
  * The budgets' books: lapses the never-sent reservations of dead processes, then reads each
  * ledger. KEYS: the ledgers. ARGV: now, prefix. Returns per ledger [key, fields..., open count].
  */
@@ -607,6 +649,7 @@ local out = {}
 for _, lk in ipairs(KEYS) do
   if redis.call('EXISTS', lk) == 1 then
     lapse(lk)
+    sweep(lk)
     local h = redis.call('HGETALL', lk)
     out[#out + 1] = { lk, h, redis.call('HLEN', companion(lk, 'ids')) }
   end
@@ -631,6 +674,7 @@ export const SCRIPTS = {
   clapperLedgerAdjust: LEDGER_ADJUST,
   clapperLedgerAdopt: LEDGER_ADOPT,
   clapperLedgerView: LEDGER_VIEW,
+  clapperLedgerRestore: LEDGER_RESTORE,
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -137,6 +137,8 @@ export interface Lock {
    * journal, so that a holder whose lease ran out never writes after a newer one.
    */
   readonly fence?: number;
+  /** The coordinator's data generation the fencing token belongs to. */
+  readonly generation?: string;
   /** Stops the heartbeat and removes the file if it is still this acquisition's. */
   release(): Promise<void>;
 }

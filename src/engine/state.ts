@@ -80,6 +80,8 @@ export interface JobState {
 }
 
 export interface RunState {
+  /** The state's own name: its first run's id, the same for every campaign after it. */
+  id?: string;
   run?: {
     id: string;
     name: string;
@@ -114,6 +116,11 @@ export interface RunState {
   balance_before?: number;
   /** The highest fencing token of a coordinator's lock that wrote here: an older holder may not. */
   fence?: number;
+  /**
+   * The coordinator's data generation when that token was given: tokens of another generation
+   * (the coordinator lost its data and counts from 1 again) are not compared.
+   */
+  fence_generation?: string;
 }
 
 /** How an attempt's end decides the job's fate, written in the same record so a kill cannot split them. */
@@ -171,7 +178,7 @@ export type RunRecord =
   | { t: "skill"; name: string; id: string; sha256: string }
   | { t: "balance"; available: number }
   /** The coordinator's lock was taken with this fencing token (by `holder`) before these records. */
-  | { t: "lock"; fence: number; holder: string };
+  | { t: "lock"; fence: number; holder: string; generation?: string };
 
 export function initialState(): RunState {
   return { jobs: {}, voices: {}, skills: {}, campaign: 1, epoch: 0 };
@@ -214,6 +221,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
 function applyRunRecord(state: RunState, r: RunLevelRecord): void {
   switch (r.t) {
     case "run":
+      state.id ??= r.id;
       // A resumed run continues the campaign (and its start time); a new one starts it.
       if (!state.run || state.run.finished_at !== undefined) {
         state.run = { id: r.id, name: r.name, manifest: r.manifest, started_at: r.started_at };
@@ -255,7 +263,10 @@ function applyRunRecord(state: RunState, r: RunLevelRecord): void {
       state.balance_before ??= r.available;
       break;
     case "lock":
-      state.fence = Math.max(state.fence ?? 0, r.fence);
+      // A new generation starts its tokens again; within one, they only grow.
+      if (r.generation !== undefined && r.generation !== state.fence_generation) state.fence = r.fence;
+      else state.fence = Math.max(state.fence ?? 0, r.fence);
+      if (r.generation !== undefined) state.fence_generation = r.generation;
       break;
   }
 }

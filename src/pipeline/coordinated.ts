@@ -14,6 +14,7 @@ import { LocalLedger, type PointsLedger } from "../engine/ledger.js";
 import type { Sharing } from "../engine/limiter.js";
 import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
 import type { BudgetPool } from "../manifest/index.js";
+import { DEFAULT_SEAMS } from "./context.js";
 import type { LedgerInput, Seams } from "./types.js";
 
 export interface CoordinatedOptions {
@@ -56,7 +57,9 @@ export function coordinatedSeams(o: CoordinatedOptions): Pick<Seams, "lock" | "l
 
 /**
  * The run's lock as a lease in Redis, named by the state's path: a dead container's lock is gone
- * once its lease runs out, with no file left behind to judge.
+ * once its lease runs out, with no file left behind to judge. The lock file beside the state is
+ * taken too, so that a command run without the coordinator on the same state (`report`, a run
+ * whose shell lacks CLAPPER_REDIS_URL) is refused rather than let in beside this one.
  */
 async function coordinatedLock(o: CoordinatedOptions, path: string, options: LockOptions): Promise<Lock> {
   let held: CoordLock;
@@ -74,16 +77,28 @@ async function coordinatedLock(o: CoordinatedOptions, path: string, options: Loc
       throw new LockHeldError(path, undefined, 0, 0, false, error.message);
     throw error;
   }
+  let file: Lock;
+  try {
+    file = await DEFAULT_SEAMS.lock(path, options);
+  } catch (error) {
+    await held.release();
+    throw error;
+  }
   return {
     path,
-    owner: { pid: process.pid, host: o.coordinator.holder, started_at: new Date().toISOString() },
-    replaced: undefined,
+    owner: file.owner,
+    replaced: file.replaced,
     get lost() {
-      return held.lost;
+      return held.lost || file.lost;
     },
     fence: held.fence,
-    release: () => held.release(),
-  } as Lock & { fence: number };
+    generation: o.coordinator.generation,
+    // Given back in reverse order.
+    async release() {
+      await file.release();
+      await held.release();
+    },
+  };
 }
 
 async function jointLedger(o: CoordinatedOptions, input: LedgerInput): Promise<PointsLedger> {
@@ -91,8 +106,15 @@ async function jointLedger(o: CoordinatedOptions, input: LedgerInput): Promise<P
   let shared: SharedLedger;
   try {
     shared = await o.coordinator.ledger({
+      scope: input.run.state,
       ...(input.maxPoints !== undefined
-        ? { run: { key: `${input.run.name}:${input.run.campaign}`, cap: input.maxPoints } }
+        ? {
+            run: {
+              key: `${input.run.state}:${input.run.campaign}`,
+              name: `${input.run.name} (campaign ${input.run.campaign})`,
+              cap: input.maxPoints,
+            },
+          }
         : {}),
       pools: o.pool ? [{ name: o.pool.name, maxPoints: o.pool.maxPoints, period: o.pool.period }] : [],
       adopt: input.open.map((a) => ({ id: a.id, points: a.points })),
@@ -100,6 +122,7 @@ async function jointLedger(o: CoordinatedOptions, input: LedgerInput): Promise<P
         const a = input.attempt(id);
         return a?.spent !== undefined ? { spent: a.spent } : undefined;
       },
+      ...(input.restore ? { restore: input.restore } : {}),
     });
   } catch (error) {
     o.lose(error);

@@ -77,8 +77,13 @@ export interface LedgerInput {
    * the journal has settled (its process lost the coordinator before it could say so) settles it.
    */
   attempt(id: string): { reserved: number; spent?: number } | undefined;
-  /** The run as the coordinator names it: its manifest's name and campaign. */
-  run: { name: string; campaign: number };
+  /** The run as the coordinator names it: its state's id, its manifest's name and campaign. */
+  run: { state: string; name: string; campaign: number };
+  /**
+   * The coordinator lost its data since this journal last used it (its generation changed): the
+   * journal's settled spending, to be counted again in the shared budgets.
+   */
+  restore?: Array<{ id: string; spent: number; at: number; thisCampaign: boolean }>;
   /** The run's own points cap (`budget.max_points`, `--max-points`), before this run's spending. */
   maxPoints?: number;
 }

@@ -56,7 +56,7 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const a = account();
       const procs = await Promise.all([proc(a), proc(a), proc(a)]);
       const pools = [{ name: "nightly", maxPoints: 100, period: "day" as const }];
-      const ledgers = await Promise.all(procs.map((c) => c.ledger({ pools, adopt: [] })));
+      const ledgers = await Promise.all(procs.map((c) => c.ledger({ scope: "j1", pools, adopt: [] })));
       // 3 x 30 reservations of 7 points at once: 14 fit in 100.
       const results = await Promise.all(
         ledgers.flatMap((l, i) => Array.from({ length: 30 }, (_, k) => l.tryReserve(7, `p${i}-${k}`))),
@@ -81,7 +81,8 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const a = account();
       const c = await proc(a);
       const l = await c.ledger({
-        run: { key: "ep01:1", cap: 50 },
+        scope: "j1",
+        run: { key: "ep01:1", name: "ep01 (campaign 1)", cap: 50 },
         pools: [{ name: "studio", maxPoints: 1000, period: "total" }],
         adopt: [],
       });
@@ -94,7 +95,7 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       await l.settle(40, 38, "k1");
       const books = await c.budgets();
       expect(books.find((b) => b.kind === "run")).toMatchObject({
-        name: "ep01:1",
+        name: "ep01 (campaign 1)",
         cap: 50,
         reserved: 0,
         spent: 38,
@@ -109,13 +110,13 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const a = account();
       const pools = [{ name: "p", maxPoints: 100, period: "total" as const }];
       const dying = await proc(a, 300);
-      const dl = await dying.ledger({ pools, adopt: [] });
+      const dl = await dying.ledger({ scope: "j1", pools, adopt: [] });
       expect(await dl.tryReserve(60, "never-sent")).toBe(true);
       expect(await dl.tryReserve(30, "sent")).toBe(true);
       await dl.markSent("sent");
       kill(dying);
       const other = await proc(a);
-      const ol = await other.ledger({ pools, adopt: [] });
+      const ol = await other.ledger({ scope: "j2", pools, adopt: [] });
       // The lease still runs: the dead process's 90 points still count.
       expect(await ol.tryReserve(20, "x1")).toBe(false);
       await sleep(450);
@@ -126,7 +127,7 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       expect(books).toMatchObject({ reserved: 90, spent: 0, reservations: 2 });
       // The run that resumes the dead one adopts its sent attempt and settles it.
       const heir = await proc(a);
-      const hl = await heir.ledger({ pools, adopt: [{ id: "sent", points: 30 }] });
+      const hl = await heir.ledger({ scope: "j1", pools, adopt: [{ id: "sent", points: 30 }] });
       expect(hl.adopted).toMatchObject({ kept: 1, restored: 0 });
       await hl.settle(30, 30, "sent");
       expect((await heir.budgets())[0]).toMatchObject({ reserved: 60, spent: 30 });
@@ -136,12 +137,12 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const a = account();
       const pools = [{ name: "p", maxPoints: 100, period: "total" as const }];
       const slow = await proc(a, 300);
-      const sl = await slow.ledger({ pools, adopt: [] });
+      const sl = await slow.ledger({ scope: "j1", pools, adopt: [] });
       expect(await sl.tryReserve(80, "late")).toBe(true);
       // The lease lapses (as if the process stalled past it) and another process lapses the reservation.
       await raw.del(`clapper:{${a}}:holder:${slow.holder}`);
       const other = await proc(a);
-      const ol = await other.ledger({ pools, adopt: [] });
+      const ol = await other.ledger({ scope: "j2", pools, adopt: [] });
       expect(await ol.tryReserve(80, "theirs")).toBe(true);
       await expect(sl.markSent("late")).rejects.toThrow(/no longer holds the reservation of late/);
     });
@@ -150,16 +151,17 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const a = account();
       const pools = [{ name: "p", maxPoints: 100, period: "total" as const }];
       const dying = await proc(a, 300);
-      const dl = await dying.ledger({ pools, adopt: [] });
+      const dl = await dying.ledger({ scope: "j1", pools, adopt: [] });
       await dl.tryReserve(50, "fits");
       await dl.tryReserve(40, "too-big");
       kill(dying);
       await sleep(450);
       const other = await proc(a);
-      const ol = await other.ledger({ pools, adopt: [] });
+      const ol = await other.ledger({ scope: "j2", pools, adopt: [] });
       expect(await ol.tryReserve(30, "meanwhile")).toBe(true);
       const heir = await proc(a);
       const hl = await heir.ledger({
+        scope: "j1",
         pools,
         adopt: [
           { id: "fits", points: 50 },
@@ -175,12 +177,13 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const a = account();
       const pools = [{ name: "p", maxPoints: 100, period: "total" as const }];
       const c = await proc(a);
-      const l = await c.ledger({ pools, adopt: [] });
+      const l = await c.ledger({ scope: "j1", pools, adopt: [] });
       await l.tryReserve(25, "settled-in-journal");
       await l.markSent("settled-in-journal");
       // The journal settled it, the coordinator never heard (the process lost it first).
       const heir = await proc(a);
       const hl = await heir.ledger({
+        scope: "j1",
         pools,
         adopt: [{ id: "open-unknown", points: 10 }],
         settled: (id) => (id === "settled-in-journal" ? { spent: 25 } : undefined),
@@ -194,6 +197,7 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const c = await proc(a);
       let now = new Date("2026-11-25T23:59:59.500Z");
       const l = await c.ledger({
+        scope: "j1",
         pools: [{ name: "daily", maxPoints: 10, period: "day" }],
         adopt: [],
         now: () => now,
@@ -209,6 +213,96 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       const byDay = Object.fromEntries(books.map((b) => [b.periodId, b]));
       expect(byDay["2026-11-25"]).toMatchObject({ reserved: 0, spent: 10 });
       expect(byDay["2026-11-26"]).toMatchObject({ reserved: 10, spent: 0 });
+    });
+    it("keeps two journals apart even when their attempt keys are equal (two checkouts of one manifest)", async () => {
+      const a = account();
+      const pools = [{ name: "p", maxPoints: 40, period: "total" as const }];
+      const [x, y, z] = await Promise.all([proc(a), proc(a), proc(a)]);
+      const xl = await x.ledger({ scope: "checkout-x", pools, adopt: [] });
+      const yl = await y.ledger({ scope: "checkout-y", pools, adopt: [] });
+      expect(await xl.tryReserve(40, "same-key")).toBe(true);
+      // Y's reservation of the same key is its own, and the pool has no room for it.
+      expect(await yl.tryReserve(40, "same-key")).toBe(false);
+      // X withdraws its attempt: the pool has room again, for exactly one of them.
+      await xl.settle(40, 0, "same-key");
+      expect(await yl.tryReserve(40, "same-key")).toBe(true);
+      await yl.markSent("same-key");
+      const zl = await z.ledger({ scope: "checkout-z", pools, adopt: [] });
+      expect(await zl.tryReserve(40, "other")).toBe(false);
+      expect((await z.budgets())[0]).toMatchObject({ reserved: 40, spent: 0 });
+    });
+
+    it("sends nothing for a process whose lease lapsed, even once another process adopted its attempt", async () => {
+      const a = account();
+      const pools = [{ name: "p", maxPoints: 100, period: "total" as const }];
+      const stalled = await proc(a, 300);
+      const sl = await stalled.ledger({ scope: "run-s", pools, adopt: [] });
+      expect(await sl.tryReserve(40, "k")).toBe(true);
+      await raw.del(`clapper:{${a}}:holder:${stalled.holder}`);
+      // The run's next process (it took the run's lock once the lease ran out) adopts the intent.
+      const next = await proc(a);
+      const nl = await next.ledger({ scope: "run-s", pools, adopt: [{ id: "k", points: 40 }] });
+      expect(nl.adopted.kept + nl.adopted.reserved).toBe(1);
+      await expect(sl.markSent("k")).rejects.toThrow(/its lease lapsed/);
+      await nl.markSent("k");
+    });
+
+    it("settles on resume what the journal withdrew or settled but Redis still holds, even in a pool the manifest no longer names", async () => {
+      const a = account();
+      const c = await proc(a);
+      const l = await c.ledger({
+        scope: "run-w",
+        pools: [{ name: "old", maxPoints: 100, period: "total" }],
+        adopt: [],
+      });
+      await l.tryReserve(30, "withdrawn");
+      await l.markSent("withdrawn");
+      await l.tryReserve(20, "paid");
+      await l.markSent("paid");
+      kill(c);
+      // The next run's manifest names no pool; its journal withdrew one attempt and settled the other.
+      const heir = await proc(a);
+      const hl = await heir.ledger({
+        scope: "run-w",
+        pools: [],
+        adopt: [],
+        settled: (id) => (id === "paid" ? { spent: 20 } : undefined),
+      });
+      expect(hl.adopted.settled).toBe(2);
+      expect((await heir.budgets()).find((b) => b.name === "old")).toMatchObject({
+        reserved: 0,
+        spent: 20,
+        reservations: 0,
+      });
+    });
+
+    it("counts a journal's settled spending again, once, after the coordinator lost its data", async () => {
+      const own = await startRedis();
+      try {
+        const a = account();
+        const pools = [{ name: "p", maxPoints: 100, period: "day" as const }];
+        const c1 = await connectCoordinator(own.url, { account: a });
+        const before = c1.generation;
+        const l1 = await c1.ledger({ scope: "run-g", pools, adopt: [] });
+        await l1.tryReserve(60, "k1");
+        await l1.markSent("k1");
+        await l1.settle(60, 60, "k1");
+        await c1.close();
+        await own.restart();
+        const c2 = await connectCoordinator(own.url, { account: a });
+        open.push(c2);
+        expect(c2.generation).not.toBe(before);
+        const restore = [{ id: "k1", spent: 60, at: Date.now(), thisCampaign: true }];
+        const l2 = await c2.ledger({ scope: "run-g", pools, adopt: [], restore });
+        expect(l2.adopted.recounted).toBe(1);
+        expect(await l2.tryReserve(50, "k2")).toBe(false);
+        // A second run with the same journal counts nothing twice.
+        const l3 = await c2.ledger({ scope: "run-g", pools, adopt: [], restore });
+        expect(l3.adopted.recounted).toBe(0);
+        expect((await c2.budgets())[0]).toMatchObject({ spent: 60, reserved: 0 });
+      } finally {
+        await own.stop();
+      }
     });
   });
 
@@ -341,7 +435,8 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
     const a = account();
     const c = await proc(a);
     const l = await c.ledger({
-      run: { key: "r:1", cap: 10 },
+      scope: "j1",
+      run: { key: "r:1", name: "r (campaign 1)", cap: 10 },
       pools: [{ name: "p", maxPoints: 10, period: "week" }],
       adopt: [],
     });
@@ -373,7 +468,11 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
         const lost: Error[] = [];
         const c = await connectCoordinator(own.url, { account: account(), onLost: (e) => lost.push(e) });
         open.push(c);
-        const l = await c.ledger({ pools: [{ name: "p", maxPoints: 10, period: "total" }], adopt: [] });
+        const l = await c.ledger({
+          scope: "j1",
+          pools: [{ name: "p", maxPoints: 10, period: "total" }],
+          adopt: [],
+        });
         own.kill();
         await expect(l.tryReserve(1, "a")).rejects.toBeInstanceOf(CoordinatorLostError);
         await expect(c.slots("video", 1).acquire()).rejects.toBeInstanceOf(CoordinatorLostError);

@@ -159,7 +159,7 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
           const r = await cli(["run", w.manifest, ...FLAGS, "--coordinator", redis.url], {
             cwd: w.dir,
             env: cliEnv(sb),
-            ...(kill ? { killAfterMs: between(150, 1500) } : {}),
+            ...(kill ? { killAfterMs: between(500, 2500) } : {}),
           }).done;
           log.push(r.signal ? `killed at ${r.ms} ms` : `exit ${r.code}`);
           if (r.signal) continue;
@@ -255,8 +255,44 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
       const after = await settledBalance(sb);
       expect((await sb.stats()).tasks_created.video).toBe(20);
       expect(before.total_points - after.total_points).toBe(20 * 40);
+      // The restarted Redis lost the pool's books: the run counted what it had paid before again.
+      expect(again.events.some((e) => e.event === "coordinator-data-lost")).toBe(true);
+      const b = await cli(["budget", "--json", "--coordinator", own.url], { cwd: w.dir, env: cliEnv(sb) })
+        .done;
+      const books = JSON.parse(b.stdout) as {
+        budgets: Array<{ name: string; spent: number; reserved: number }>;
+      };
+      expect(books.budgets.find((x) => x.name === `outage-${SEED}`)).toMatchObject({
+        spent: 20 * 40,
+        reserved: 0,
+      });
     } finally {
       await own.stop();
     }
+  });
+
+  it("takes the state's lock file too: a run without the coordinator on the same state is refused (exit 5)", {
+    timeout: 60_000,
+  }, async () => {
+    const sb = await sandbox(0.2);
+    const w = await space("both-locks", shotsManifest("both-locks", 3));
+    const coordinated = cli(["run", w.manifest, ...FLAGS, "--coordinator", redis.url], {
+      cwd: w.dir,
+      env: cliEnv(sb),
+    });
+    // Once it is creating, it holds both locks.
+    await new Promise<void>((resolve) => {
+      const timer = setInterval(async () => {
+        if ((await sb.stats()).tasks_created.video > 0) {
+          clearInterval(timer);
+          resolve();
+        }
+      }, 50);
+    });
+    const plain = await cli(["run", w.manifest, ...FLAGS], { cwd: w.dir, env: cliEnv(sb) }).done;
+    expect(plain.code, plain.messages.join("\n")).toBe(5);
+    const first = await coordinated.done;
+    expect(first.code, first.messages.join("\n")).toBe(0);
+    expect((await sb.stats()).tasks_created.video).toBe(3);
   });
 });

@@ -44,8 +44,14 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   ctx.defer(() => store.close());
   if (opened.lockLost.aborted) store.freeze();
   // Fencing: a later holder of the coordinator's lock wrote here, so this one's lease ran out.
+  // Tokens of another generation of the coordinator's data (it lost them) are not compared.
   const fence = opened.lock.fence;
-  if (fence !== undefined && (store.state.fence ?? 0) > fence) {
+  const generation = opened.lock.generation;
+  const lostData =
+    generation !== undefined &&
+    store.state.fence_generation !== undefined &&
+    store.state.fence_generation !== generation;
+  if (fence !== undefined && !lostData && (store.state.fence ?? 0) > fence) {
     return {
       exitCode: 5,
       message: `a later holder of the run's lock (fencing token ${store.state.fence}) has written ${statePath}; this process (token ${fence}) stops without writing`,
@@ -93,8 +99,17 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     };
   }
   // Admitted: from here the state is written.
-  if (fence !== undefined && fence !== store.state.fence) {
-    await store.append({ t: "lock", fence, holder: opened.lock.owner.host }, { durable: true });
+  if (lostData) {
+    ctx.log.warn(
+      { event: "coordinator-data-lost" },
+      "the coordinator lost its data since this run last used it (a restart without persistence, a flush): this run's settled spending is counted again in its shared budgets; other runs' is counted when they next run",
+    );
+  }
+  if (fence !== undefined && (fence !== store.state.fence || generation !== store.state.fence_generation)) {
+    await store.append(
+      { t: "lock", fence, holder: opened.lock.owner.host, ...(generation ? { generation } : {}) },
+      { durable: true },
+    );
   }
   if (admission.records.some((r) => r.t === "fresh")) await store.keepCopy?.();
   for (const r of admission.records) void store.append(r).catch(ctx.fail);
@@ -103,7 +118,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   ctx.log = options.logger.child({ run: located.manifest.name, run_id: store.state.run?.id });
   logAdmitted(ctx, opened, planned, admission, { maxPoints, available });
   const ledger = await ctx.seams.ledger(
-    ledgerInput(store.state, admission, located.manifest.name, maxPoints),
+    ledgerInput(store.state, admission, located.manifest.name, maxPoints, lostData),
   );
   await withdrawLapsed(ctx, store, ledger);
   return { planned, store, admission, ledger, maxPoints, selected, listener };
@@ -293,6 +308,7 @@ function ledgerInput(
   admission: Admission,
   name: string,
   maxPoints: number | undefined,
+  lostData: boolean,
 ): LedgerInput {
   const attempts = new Map<string, Attempt>();
   for (const st of Object.values(state.jobs))
@@ -308,8 +324,17 @@ function ledgerInput(
       const a = attempts.get(id);
       return a ? { reserved: a.reserved, ...(a.spent !== undefined ? { spent: a.spent } : {}) } : undefined;
     },
-    run: { name, campaign: state.campaign },
+    run: { state: state.id ?? state.run?.id ?? "unnamed", name, campaign: state.campaign },
     ...(maxPoints !== undefined ? { maxPoints } : {}),
+    ...(lostData
+      ? {
+          restore: [...attempts.values()].flatMap((a) =>
+            a.spent !== undefined && a.spent > 0 && a.at !== undefined
+              ? [{ id: a.key, spent: a.spent, at: a.at, thisCampaign: a.settledIn === state.campaign }]
+              : [],
+          ),
+        }
+      : {}),
   };
 }
 
