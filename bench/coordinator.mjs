@@ -111,10 +111,7 @@ async function requestsPerSecond(sandbox, redisUrl) {
   let coordinator;
   if (redisUrl) {
     coordinator = await connectCoordinator(redisUrl, { account: `bench-${process.pid}-${Date.now()}` });
-    gate.share(
-      sharing(coordinator, (e) => console.error("coordinator lost", e)),
-      { video: limits, speech: limits },
-    );
+    gate.share(sharing(coordinator, (e) => console.error("coordinator lost", e)));
   }
   const http = new HttpClient({ baseUrl: sandbox.url, apiKey: KEY, gate });
   const speech = new SpeechClient(http);

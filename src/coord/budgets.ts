@@ -19,16 +19,9 @@ export interface BudgetView {
 /** At most this many ledgers are read (an account's pools and recent runs are far fewer). */
 const MAX_LEDGERS = 10_000;
 
-export async function readBudgets(link: Link): Promise<BudgetView[]> {
-  const keys: string[] = [];
-  let cursor = "0";
-  do {
-    const [next, batch] = await link.run("list the budgets", () =>
-      link.redis.scan(cursor, "MATCH", `${link.keys.ledgerPrefix}*`, "COUNT", 500),
-    );
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== "0" && keys.length < MAX_LEDGERS);
+/** Every ledger of the account, or only those named (`ledger:REST` keys; a missing one is left out). */
+export async function readBudgets(link: Link, only?: readonly string[]): Promise<BudgetView[]> {
+  const keys = only ? [...only] : await listLedgers(link);
   const views: BudgetView[] = [];
   // A script per batch: each lapses the never-sent reservations of dead processes before reading.
   for (let i = 0; i < keys.length; i += 100) {
@@ -57,4 +50,17 @@ export async function readBudgets(link: Link): Promise<BudgetView[]> {
 /** Totals are kept with HINCRBYFLOAT: whole points, shown whole. */
 function round(n: number): number {
   return Math.round(n * 1000) / 1000;
+}
+
+async function listLedgers(link: Link): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await link.run("list the budgets", () =>
+      link.redis.scan(cursor, "MATCH", `${link.keys.ledgerPrefix}*`, "COUNT", 500),
+    );
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== "0" && keys.length < MAX_LEDGERS);
+  return keys;
 }

@@ -10,9 +10,8 @@
 
 import type { RateSettings } from "../engine/rate.js";
 import { type BudgetView, readBudgets } from "./budgets.js";
-import { CoordinatorUnavailableError } from "./errors.js";
 import { type LedgerSpec, openLedger, type SharedLedger } from "./ledger.js";
-import { type Link, Link as LinkClass, type LinkOptions } from "./link.js";
+import { Link, type LinkOptions } from "./link.js";
 import { acquireCoordLock, type CoordLock, type LockOptions } from "./lock.js";
 import { RedisSharedRate, type SharedRate } from "./shared-rate.js";
 import { RedisSlots, type SharedSlots } from "./slots.js";
@@ -73,11 +72,6 @@ export class Coordinator {
     return this.link.generation;
   }
 
-  /** Aborted with the CoordinatorLostError when the coordinator is lost (or closed). */
-  get gone(): AbortSignal {
-    return this.link.gone;
-  }
-
   /** The rate of `scope` (`key`, `video`, `speech`) that every process of the account shares. */
   rate(scope: string, settings: RateSettings): SharedRate {
     let rate = this.rates.get(scope);
@@ -112,6 +106,12 @@ export class Coordinator {
     return readBudgets(this.link);
   }
 
+  /** One pool's books in one period (`2026-11-25`, `2026-W48`, `2026-11`, `total`); undefined when untouched. */
+  async pool(name: string, period: string): Promise<BudgetView | undefined> {
+    const [view] = await readBudgets(this.link, [this.link.keys.poolLedger(name, period)]);
+    return view;
+  }
+
   /** Ends this process's lease (its slots return, its never-sent reservations lapse) and disconnects. */
   close(): Promise<void> {
     return this.link.close();
@@ -136,10 +136,6 @@ export async function connectCoordinator(
     onLost: options.onLost,
     now: options.now,
   };
-  const link = await LinkClass.open(parsed, linkOptions);
+  const link = await Link.open(parsed, linkOptions);
   return new Coordinator(link);
-}
-
-export function isCoordinatorUnavailable(error: unknown): error is CoordinatorUnavailableError {
-  return error instanceof CoordinatorUnavailableError;
 }

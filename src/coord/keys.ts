@@ -54,6 +54,16 @@ export class Keys {
     return `${this.prefix}ledger:${rest}`;
   }
 
+  /** A pool's ledger in one period. */
+  poolLedger(name: string, period: string): string {
+    return this.ledger(`pool:${name}:${period}`);
+  }
+
+  /** A run's cap across its processes, for one campaign of its state. */
+  runLedger(key: string): string {
+    return this.ledger(`run:${key}`);
+  }
+
   get ledgerPrefix(): string {
     return `${this.prefix}ledger:`;
   }

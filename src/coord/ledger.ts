@@ -120,7 +120,7 @@ class RedisLedger implements SharedLedger {
     const out: Described[] = [];
     if (this.spec.run) {
       out.push({
-        key: this.link.keys.ledger(`run:${this.spec.run.key}`),
+        key: this.link.keys.runLedger(this.spec.run.key),
         cap: this.spec.run.cap,
         ttl: RUN_TTL_MS,
         kind: "run",
@@ -132,7 +132,7 @@ class RedisLedger implements SharedLedger {
     for (const p of this.spec.pools) {
       const id = periodId(p.period, now);
       out.push({
-        key: this.link.keys.ledger(`pool:${p.name}:${id}`),
+        key: this.link.keys.poolLedger(p.name, id),
         cap: p.maxPoints,
         ttl: periodTtlMs(p.period),
         kind: "pool",

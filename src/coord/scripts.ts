@@ -241,17 +241,6 @@ save(KEYS[1], s, ttl)
 return answer(s, now, 0)
 `;
 
-/** Seeds the state from a remembered rate, only if no process has any. ARGV: now, ceiling, fixed, rps, settled, ttl. */
-export const RATE_RESUME = `${PRELUDE}${RATE_LIB}
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local now = clock(ARGV[1])
-local ceiling = tonumber(ARGV[2])
-local fixed = ARGV[3] == '1'
-local s = load(KEYS[1], now, ceiling, fixed, tonumber(ARGV[4]), num(ARGV[5], 0))
-save(KEYS[1], s, tonumber(ARGV[6]))
-return 1
-`;
-
 /**
  * Takes a slot if fewer than `cap` are held, first dropping those of holders whose lease is gone.
  * KEYS: slots. ARGV: now, cap, member, holderKeyPrefix, ttlMs. Returns [taken, held].
@@ -661,7 +650,6 @@ return out
 export const SCRIPTS = {
   clapperRateTurn: RATE_TURN,
   clapperRateLimit: RATE_LIMIT,
-  clapperRateResume: RATE_RESUME,
   clapperSlotsAcquire: SLOTS_ACQUIRE,
   clapperSlotsRelease: SLOTS_RELEASE,
   clapperHolderRenew: HOLDER_RENEW,

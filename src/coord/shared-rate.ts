@@ -21,11 +21,6 @@ export interface SharedRate {
   readonly current: number;
   /** For the next run: the rate now, and whether the service's limit set it. */
   remember(): RememberedRate;
-  /** Starts the shared rate from a remembered one, only if no process has state for it yet. */
-  resume(r: RememberedRate): Promise<void>;
-  /** Turns this process was given, and 429s it reported. */
-  readonly sent: number;
-  readonly limited: number;
 }
 
 /**
@@ -35,8 +30,6 @@ export interface SharedRate {
 const FLUSH_MS = 25;
 
 export class RedisSharedRate implements SharedRate {
-  sent = 0;
-  limited = 0;
   private rps: number;
   private settled: boolean;
   private held = 0;
@@ -71,7 +64,6 @@ export class RedisSharedRate implements SharedRate {
     const answer = await this.call("clapperRateTurn", ["1"]);
     // On abort the reserved moment is simply not used: the shared pace stays correct, only slower.
     await sleep(Number(answer[0]), "a request slot", signal, this.link.gone);
-    this.sent += 1;
   }
 
   accept(): void {
@@ -86,7 +78,6 @@ export class RedisSharedRate implements SharedRate {
   }
 
   async limit(retryAfterMs: number | undefined, sentAt: number): Promise<void> {
-    this.limited += 1;
     const retry = retryAfterMs !== undefined && Number.isFinite(retryAfterMs) ? String(retryAfterMs) : "";
     await this.call("clapperRateLimit", [retry, String(Math.max(0, Date.now() - sentAt))]);
   }
@@ -95,15 +86,6 @@ export class RedisSharedRate implements SharedRate {
     // Mid-probe, the rate that held is what the next run can trust.
     const rps = this.settled && this.held > 0 ? Math.min(this.rps, this.held) : this.rps;
     return { rps: Math.round(rps * 100) / 100, settled: this.settled };
-  }
-
-  async resume(r: RememberedRate): Promise<void> {
-    if (this.settings.fixed) return;
-    await this.link.script(
-      "clapperRateResume",
-      [this.keys[0]],
-      [this.link.now(), this.settings.ceiling, "0", r.rps, r.settled ? 1 : 0, SHARED_KEY_TTL_MS],
-    );
   }
 
   /** One script call, carrying the answers accepted since the last one. */

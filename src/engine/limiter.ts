@@ -238,6 +238,8 @@ export class ServiceLimiter {
   tasks: TaskLimit;
   private readonly local: LimitFunction;
   private readonly stopping = new AbortController();
+  /** A rate shared with other processes (see PacedQueue.share): told of every answer. */
+  private shared: { pace: SharedPace; lost: (error: unknown) => void } | undefined;
 
   constructor(
     readonly name: string,
@@ -280,8 +282,6 @@ export class ServiceLimiter {
       },
     });
   }
-
-  private shared: { pace: SharedPace; lost: (error: unknown) => void } | undefined;
 
   /** Requests go at the moments a rate shared with other processes gives (see PacedQueue.share). */
   sharePace(pace: SharedPace, lost: (error: unknown) => void): void {
@@ -335,21 +335,32 @@ export class ServiceGate implements RequestGate {
   readonly video: ServiceLimiter;
   readonly speech: ServiceLimiter;
   readonly scope: RateScope;
+  /** Each rate by its scope name (`key`, or `video` and `speech`): its limits and who paces by it. */
+  private readonly rates: ReadonlyArray<{ name: string; limits: ServiceLimits; limiters: ServiceLimiter[] }>;
   /** The rates `resume` was given: a shared rate that nobody has set yet starts from them. */
   private remembered: Partial<Record<string, RememberedRate>> = {};
 
-  constructor(limits: { video: ServiceLimits; speech: ServiceLimits }, options: GateOptions = {}) {
+  constructor(
+    private readonly limits: { video: ServiceLimits; speech: ServiceLimits },
+    options: GateOptions = {},
+  ) {
     this.scope = options.scope ?? "key";
     const queue = (l: ServiceLimits, name: string) =>
       new PacedQueue(new RateController(rateSettings(l, options.remembered?.[name])));
     if (this.scope === "key") {
       // One rate for the key: the larger of the two ceilings (the CLI gives both the same).
-      const shared = queue({ ...limits.video, rps: Math.max(limits.video.rps, limits.speech.rps) }, "key");
+      const key = { ...limits.video, rps: Math.max(limits.video.rps, limits.speech.rps) };
+      const shared = queue(key, "key");
       this.video = new ServiceLimiter("video", shared, limits.video.inFlight);
       this.speech = new ServiceLimiter("speech", shared, limits.speech.inFlight);
+      this.rates = [{ name: "key", limits: key, limiters: [this.video, this.speech] }];
     } else {
       this.video = new ServiceLimiter("video", queue(limits.video, "video"), limits.video.inFlight);
       this.speech = new ServiceLimiter("speech", queue(limits.speech, "speech"), limits.speech.inFlight);
+      this.rates = [
+        { name: "video", limits: limits.video, limiters: [this.video] },
+        { name: "speech", limits: limits.speech, limiters: [this.speech] },
+      ];
     }
   }
 
@@ -367,16 +378,9 @@ export class ServiceGate implements RequestGate {
   /** Starts from the rates the last run on this account found, by scope name (before any request). */
   resume(remembered: Partial<Record<string, RememberedRate>>): void {
     this.remembered = { ...remembered };
-    const named =
-      this.scope === "key"
-        ? ([["key", this.video]] as const)
-        : ([
-            ["video", this.video],
-            ["speech", this.speech],
-          ] as const);
-    for (const [name, limiter] of named) {
+    for (const { name, limiters } of this.rates) {
       const r = remembered[name];
-      if (r) limiter.queue.rate.resume(r);
+      if (r) limiters[0]?.queue.rate.resume(r);
     }
   }
 
@@ -402,22 +406,14 @@ export class ServiceGate implements RequestGate {
    * Shares the rate and the in-flight caps with every process on the account through a
    * coordinator (before the first request). The rate starts from the remembered one, if any.
    */
-  share(sharing: Sharing, limits: { video: ServiceLimits; speech: ServiceLimits }): void {
+  share(sharing: Sharing): void {
     const lost = (error: unknown) => sharing.lost(error);
-    if (this.scope === "key") {
-      const l = { ...limits.video, rps: Math.max(limits.video.rps, limits.speech.rps) };
-      const pace = sharing.pace("key", rateSettings(l, this.remembered.key));
-      this.video.sharePace(pace, lost);
-      this.speech.sharePace(pace, lost);
-    } else {
-      this.video.sharePace(sharing.pace("video", rateSettings(limits.video, this.remembered.video)), lost);
-      this.speech.sharePace(
-        sharing.pace("speech", rateSettings(limits.speech, this.remembered.speech)),
-        lost,
-      );
+    for (const { name, limits, limiters } of this.rates) {
+      const pace = sharing.pace(name, rateSettings(limits, this.remembered[name]));
+      for (const limiter of limiters) limiter.sharePace(pace, lost);
     }
-    this.video.shareCap(sharing.cap("video", limits.video.inFlight), lost);
-    this.speech.shareCap(sharing.cap("speech", limits.speech.inFlight), lost);
+    this.video.shareCap(sharing.cap("video", this.limits.video.inFlight), lost);
+    this.speech.shareCap(sharing.cap("speech", this.limits.speech.inFlight), lost);
   }
 
   async stop(): Promise<void> {

@@ -41,9 +41,8 @@ export function coordinatedSeams(o: CoordinatedOptions): Pick<Seams, "lock" | "l
     ledger: (input) => jointLedger(o, input),
     pool: async () => {
       if (!o.pool) return undefined;
-      const views = await o.coordinator.budgets();
       const period = periodId(o.pool.period, new Date());
-      const view = views.find((v) => v.kind === "pool" && v.name === o.pool?.name && v.periodId === period);
+      const view = await o.coordinator.pool(o.pool.name, period);
       return {
         name: o.pool.name,
         period: o.pool.period,

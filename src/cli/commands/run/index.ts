@@ -121,7 +121,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         if (error instanceof ExitError) return { code: error.code, message: error.message };
         throw error;
       }
-      gate.share(coordinated.sharing, { video: limits, speech: limits });
+      gate.share(coordinated.sharing);
     }
     try {
       const outcome = await run({
