@@ -111,7 +111,9 @@ describe("VideoPoller.pollMany assumes no list order (defect 1)", () => {
     expect(done.every((t) => t.status === "succeeded")).toBe(true);
     const pages = server.hits.filter(isVideoList).map((h) => new URL(h.url, "http://x").searchParams);
     expect(pages.map((q) => q.get("page_num"))).toEqual(["1", "21", "21"]);
-    expect(server.hits.filter(isVideoSingle)).toHaveLength(0);
+    // As above, a task that comes due a moment after the others is now and then looked at alone
+    // (CI saw one such look in about 1,400 tests); a walk that lost the order would make ten.
+    expect(server.hits.filter(isVideoSingle).length).toBeLessThanOrEqual(1);
   });
 
   it("never reads more pages than the followed tasks need plus a margin, nor past `total`", async () => {
