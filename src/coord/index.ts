@@ -17,6 +17,9 @@ import { RedisSharedRate, type SharedRate } from "./shared-rate.js";
 import { RedisSlots, type SharedSlots } from "./slots.js";
 import { type CoordinatorUrl, parseCoordinatorUrl } from "./url.js";
 
+/** How long the record of a sharded run's finished shards is kept: far beyond any run. */
+const SHARDS_DONE_TTL_MS = 30 * 24 * 3600 * 1000;
+
 export type { BudgetView } from "./budgets.js";
 export {
   CoordinatorLostError,
@@ -109,6 +112,25 @@ export class Coordinator {
   /** One pool's books in one period (`2026-11-25`, `2026-W48`, `2026-11`, `total`); undefined when untouched. */
   async pool(name: string, period: string): Promise<BudgetView | undefined> {
     const [view] = await readBudgets(this.link, [this.link.keys.poolLedger(name, period)]);
+    return view;
+  }
+
+  /**
+   * Records that shard `index` of the run `run` (`runLedgerKey`) finished; true for the one shard
+   * whose record completes the set of `total`: it writes the merged report. Kept 30 days.
+   */
+  async shardFinished(run: string, index: number, total: number): Promise<boolean> {
+    const key = this.link.keys.shardsDone(run);
+    const [[, added], , [, count]] = (await this.link.run("record a finished shard", () =>
+      this.link.redis.multi().sadd(key, String(index)).pexpire(key, SHARDS_DONE_TTL_MS).scard(key).exec(),
+    )) as [[unknown, number], unknown, [unknown, number]];
+    // Every shard that finds the set complete merges: a merge is written whole, so a second one is harmless.
+    return added >= 0 && count >= total;
+  }
+
+  /** A run's shared cap (`runLedgerKey`): its books; undefined when untouched. */
+  async run(key: string): Promise<BudgetView | undefined> {
+    const [view] = await readBudgets(this.link, [this.link.keys.runLedger(key)]);
     return view;
   }
 

@@ -64,6 +64,11 @@ export class Keys {
     return this.ledger(`run:${key}`);
   }
 
+  /** The shards of one campaign of a manifest split in N that have finished (a set of indexes). */
+  shardsDone(run: string): string {
+    return `${this.prefix}shards-done:${run}`;
+  }
+
   get ledgerPrefix(): string {
     return `${this.prefix}ledger:`;
   }

@@ -45,6 +45,11 @@ export interface AdmitInput {
   available: number;
   /** The manifest's shared pool as the coordinator holds it (its open reservations included). */
   pool?: PoolStanding | undefined;
+  /**
+   * A sharded run's cap as the coordinator holds it: reserved and spent by all its shards (this one's
+   * included). A shard is admitted with all of its work or none.
+   */
+  shards?: { total: number; cap: number; committed: number } | undefined;
   uri: (key: string) => string;
 }
 
@@ -94,6 +99,8 @@ export function admit(input: AdmitInput): Admission {
   const admission: Admission = { records: draft.records, work, found: draft.found, cap, openReserved };
   if (newCost + openReserved > cap)
     admission.refused = budgetTable(input, { jobs: work.length, newCost, openReserved, spentBefore, cap });
+  else if (input.shards && newCost > input.shards.cap - input.shards.committed)
+    admission.refused = shardsTable(input.shards, work.length, newCost);
   else if (input.pool && newCost > input.pool.cap - input.pool.committed)
     admission.refused = poolTable(input.pool, work.length, newCost);
   return admission;
@@ -221,6 +228,16 @@ function budgetTable(
     table.push({ what: "already spent in this run", points: t.spentBefore });
   table.push({ what: "short by", points: t.newCost + t.openReserved - t.cap });
   return table;
+}
+
+/** The table shown when a shard does not fit what its run's cap has left after the other shards. */
+function shardsTable(shards: NonNullable<AdmitInput["shards"]>, jobs: number, newCost: number): BudgetRow[] {
+  return [
+    { what: `estimated cost of ${jobs} job(s) to do in this shard`, points: newCost },
+    { what: `budget (max_points), shared by the run's ${shards.total} shards`, points: shards.cap },
+    { what: "committed by the shards (reserved and spent)", points: shards.committed },
+    { what: "short by", points: newCost - Math.max(0, shards.cap - shards.committed) },
+  ];
 }
 
 /** The table shown when the run does not fit what its shared pool has left this period. */

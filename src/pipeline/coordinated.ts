@@ -35,10 +35,16 @@ export function sharing(coordinator: Coordinator, lose: (error: unknown) => void
 }
 
 /** The lock and the ledger, through the coordinator. */
-export function coordinatedSeams(o: CoordinatedOptions): Pick<Seams, "lock" | "ledger" | "pool"> {
+export function coordinatedSeams(
+  o: CoordinatedOptions,
+): Pick<Seams, "lock" | "ledger" | "pool" | "runCommitted"> {
   return {
     lock: (path, options) => coordinatedLock(o, path, options),
     ledger: (input) => jointLedger(o, input),
+    runCommitted: async (key) => {
+      const view = await o.coordinator.run(key);
+      return (view?.reserved ?? 0) + (view?.spent ?? 0);
+    },
     pool: async () => {
       if (!o.pool) return undefined;
       const period = periodId(o.pool.period, new Date());
@@ -109,7 +115,7 @@ async function jointLedger(o: CoordinatedOptions, input: LedgerInput): Promise<P
       ...(input.maxPoints !== undefined
         ? {
             run: {
-              key: `${input.run.state}:${input.run.campaign}`,
+              key: input.run.key,
               name: `${input.run.name} (campaign ${input.run.campaign})`,
               cap: input.maxPoints,
             },

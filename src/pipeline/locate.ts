@@ -6,6 +6,7 @@ import { realpath } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { RunState } from "../engine/state.js";
 import { type LoadedManifest, loadManifest, type ManifestInfo, type Problem } from "../manifest/index.js";
+import { type Shard, shardLabel } from "./shard.js";
 
 export interface LocatedRun {
   loaded: LoadedManifest;
@@ -13,27 +14,39 @@ export interface LocatedRun {
   /** The manifest's real path: what the state records as its owner. */
   realPath: string;
   statePath: string;
+  /** The part of the manifest this process works on; undefined for the whole of it. */
+  shard?: Shard;
 }
 
 export type Located = { ok: true; run: LocatedRun } | { ok: false; errors: Problem[]; warnings: Problem[] };
 
-export function defaultStatePath(manifestDir: string, name: string): string {
-  return join(manifestDir, ".clapper", name, "state.jsonl");
+/** `.clapper/NAME/state.jsonl`, or `.clapper/NAME/shard-I-of-N/state.jsonl` for a shard. */
+export function defaultStatePath(manifestDir: string, name: string, shard?: Shard): string {
+  const folder = join(manifestDir, ".clapper", name);
+  return join(shard ? join(folder, `shard-${shardLabel(shard)}`) : folder, "state.jsonl");
 }
 
 /**
  * Loads the manifest offline (no service is asked; speech lines are priced later) and names its
  * state. A manifest with errors has no state: every path would be built from unchecked input.
  */
-export async function locateRun(o: { manifest: string; cwd: string; state?: string }): Promise<Located> {
+export async function locateRun(o: {
+  manifest: string;
+  cwd: string;
+  state?: string;
+  shard?: Shard | undefined;
+}): Promise<Located> {
   const loaded = await loadManifest(o.manifest, { cwd: o.cwd });
   if (!loaded.manifest || loaded.errors.length > 0) {
     return { ok: false, errors: loaded.errors, warnings: loaded.warnings };
   }
   const manifest = loaded.manifest;
-  const statePath = o.state ? resolve(o.cwd, o.state) : defaultStatePath(manifest.dir, manifest.name);
+  // A --state given with a shard is this shard's own: the scheduler's command line names it.
+  const statePath = o.state
+    ? resolve(o.cwd, o.state)
+    : defaultStatePath(manifest.dir, manifest.name, o.shard);
   const realPath = await realpath(manifest.path).catch(() => manifest.path);
-  return { ok: true, run: { loaded, manifest, realPath, statePath } };
+  return { ok: true, run: { loaded, manifest, realPath, statePath, ...(o.shard ? { shard: o.shard } : {}) } };
 }
 
 export interface Ownership {

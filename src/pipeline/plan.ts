@@ -8,6 +8,7 @@ import type { ResolutionTier } from "../api/video.js";
 import { PriceError, priceFrom } from "../engine/pricing.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
+import { inShard, type Shard } from "./shard.js";
 
 export interface PlanOptions {
   manifest: string;
@@ -19,6 +20,8 @@ export interface PlanOptions {
   signal?: AbortSignal;
   /** The manifest, loaded already (offline) by the caller: only priced here, not read again. */
   loaded?: LoadedManifest;
+  /** Plan this shard's jobs only (its counts and points are the shard's). */
+  shard?: Shard | undefined;
 }
 
 export interface PlanResult extends LoadedManifest {
@@ -30,6 +33,8 @@ export interface PlanResult extends LoadedManifest {
   budget?: number;
   /** Whether the total fits both the balance (when known) and the budget (when set). */
   fits?: boolean;
+  /** The shard planned, when one was asked for: `jobs` are its own. */
+  shard?: Shard;
 }
 
 export async function plan(options: PlanOptions): Promise<PlanResult> {
@@ -59,7 +64,9 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     asked,
     checked,
   ] as const);
-  const loaded = priced(unpriced, speechPrice.value);
+  const whole = priced(unpriced, speechPrice.value);
+  const shard = options.shard;
+  const loaded = shard ? { ...whole, jobs: whole.jobs.filter((job) => inShard(job, shard)) } : whole;
   const errors = [...optionProblems, ...loaded.errors];
   let omittedErrors = (loaded.omitted?.errors ?? 0) + keepBounded(errors, found);
   const lines = loaded.jobs.filter((j) => j.kind === "speech");
@@ -85,6 +92,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     ...(balance ? { balance } : {}),
     ...(budget !== undefined ? { budget } : {}),
     ...(fits !== undefined ? { fits } : {}),
+    ...(shard ? { shard: { index: shard.index, total: shard.total } } : {}),
   };
 }
 

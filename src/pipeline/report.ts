@@ -61,6 +61,8 @@ export interface Report {
     stopped_by?: string;
     /** What stopped it, for people. */
     stop_message?: string;
+    /** A shard's report: the part of the manifest it covers (its jobs only are listed). */
+    shard?: { index: number; total: number };
   };
   points: { estimated: number; spent: number; balance_before: number | null; balance_after: number | null };
   counts: {
@@ -72,7 +74,23 @@ export interface Report {
     pending: number;
   };
   jobs: ReportJob[];
+  /** The merged report of a sharded run: each shard as its own report tells it (or `missing`). */
+  shards?: ShardSummary[];
   note?: string;
+}
+
+export interface ShardSummary {
+  index: number;
+  total: number;
+  /** `missing`: no report of this shard was found (never started, or its machine died first). */
+  status: Report["run"]["status"] | "missing";
+  counts: Report["counts"] | null;
+  points: { estimated: number; spent: number } | null;
+  started_at: string | null;
+  finished_at: string | null;
+  run_id: string | null;
+  /** Where its report is. */
+  report: string;
 }
 
 export interface ReportInput {
@@ -89,6 +107,8 @@ export interface ReportInput {
   stoppedBy?: string | undefined;
   /** What stopped it, for people: `run.stop_message`. */
   stopMessage?: string | undefined;
+  /** A shard's report (`jobs` are then the shard's own). */
+  shard?: { index: number; total: number } | undefined;
 }
 
 const REMOVED = "removed_from_manifest";
@@ -173,6 +193,7 @@ export function buildReport(input: ReportInput): Report {
       ...(input.selected ? { only: [...input.selected] } : {}),
       ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}),
       ...(input.stopMessage ? { stop_message: input.stopMessage } : {}),
+      ...(input.shard ? { shard: { index: input.shard.index, total: input.shard.total } } : {}),
     },
     points: {
       estimated: jobs.reduce((sum, j) => sum + (j.status === "skipped" ? 0 : (j.estimated_points ?? 0)), 0),
@@ -275,7 +296,7 @@ function addRemovedJobs(
   }
 }
 
-function countJobs(jobs: readonly ReportJob[]): Report["counts"] {
+export function countJobs(jobs: readonly ReportJob[]): Report["counts"] {
   const count = (s: ReportJobStatus) => jobs.filter((j) => j.status === s).length;
   return {
     total: jobs.length,
@@ -598,6 +619,7 @@ export function reportMarkdown(report: Report): string {
     ...totals(report),
     "",
     ...(items.length > 0 ? [`## Warnings (${items.length})`, "", ...warningList(items, items.length)] : []),
+    ...shardLines(report),
     "## Jobs",
     "",
     "| job | kind | status | points | estimated | attempts | seconds | resolution | output | error |",
@@ -605,6 +627,23 @@ export function reportMarkdown(report: Report): string {
     ...rows,
     "",
   ].join("\n");
+}
+
+/** The merged report's shards, one row each. */
+function shardLines(report: Report): string[] {
+  const shards = report.shards;
+  if (!shards || shards.length === 0) return [];
+  return [
+    `## Shards (${shards.length})`,
+    "",
+    "| shard | status | jobs | succeeded | failed | pending | points | started | finished |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ...shards.map(
+      (s) =>
+        `| ${s.index}/${s.total} | ${s.status} | ${s.counts?.total ?? ""} | ${s.counts ? s.counts.succeeded + s.counts.skipped : ""} | ${s.counts?.failed ?? ""} | ${s.counts?.pending ?? ""} | ${s.points?.spent ?? ""} | ${md(s.started_at ?? "")} | ${md(s.finished_at ?? "")} |`,
+    ),
+    "",
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,6 +657,13 @@ export interface WriteReportsOptions {
    * together, so a report written again in a later step would show the run twice.
    */
   stepSummary?: boolean;
+  /** Where in the sink: `reports` (default), `reports/shards/I-of-N` for a shard. */
+  folder?: string;
+}
+
+/** The reports' folder in the sink: a shard's go to `reports/shards/I-of-N`. */
+export function reportsFolder(shard?: { index: number; total: number }): string {
+  return shard ? `reports/shards/${shard.index}-of-${shard.total}` : "reports";
 }
 
 /** The marker that makes one run's summary, with these results, appear once in a summary file. */
@@ -646,10 +692,11 @@ export async function writeReports(
   env: NodeJS.ProcessEnv,
   options: WriteReportsOptions = {},
 ): Promise<string[]> {
+  const folder = options.folder ?? "reports";
   const uris = [
-    await sink.writeText("reports/report.json", `${JSON.stringify(report, null, 2)}\n`, "application/json"),
-    await sink.writeText("reports/report.md", reportMarkdown(report), "text/markdown"),
-    await sink.writeText("reports/junit.xml", junitXml(report), "application/xml"),
+    await sink.writeText(`${folder}/report.json`, `${JSON.stringify(report, null, 2)}\n`, "application/json"),
+    await sink.writeText(`${folder}/report.md`, reportMarkdown(report), "text/markdown"),
+    await sink.writeText(`${folder}/junit.xml`, junitXml(report), "application/xml"),
   ];
   if (env.GITHUB_STEP_SUMMARY && options.stepSummary !== false)
     await appendStepSummary(env.GITHUB_STEP_SUMMARY, report);

@@ -16,6 +16,7 @@ import type { Sink } from "../sinks/sink.js";
 import type { BudgetRow } from "./admit.js";
 import type { LocatedRun } from "./locate.js";
 import type { Report } from "./report.js";
+import type { Shard } from "./shard.js";
 
 /** The run's state: what happened, record by record, and the state those records make. */
 export interface StateStore {
@@ -44,6 +45,8 @@ export interface Seams {
   lock(path: string, options: LockOptions): Promise<Lock>;
   openState(path: string): Promise<StateStore>;
   ledger(input: LedgerInput): PointsLedger | Promise<PointsLedger>;
+  /** With a coordinator: what a run's shared cap has committed (reserved and spent), by its ledger key. */
+  runCommitted?(key: string): Promise<number>;
   /** With a coordinator and a `budget.pool`: what the pool has committed in its current period. */
   pool?(): Promise<PoolStanding | undefined>;
   outputs(
@@ -77,8 +80,11 @@ export interface LedgerInput {
    * the journal has settled (its process lost the coordinator before it could say so) settles it.
    */
   attempt(id: string): { reserved: number; spent?: number } | undefined;
-  /** The run as the coordinator names it: its state's id, its manifest's name and campaign. */
-  run: { state: string; name: string; campaign: number };
+  /**
+   * The run as the coordinator names it: its state's id, its manifest's name and campaign, and the
+   * key of its shared cap (`runLedgerKey`).
+   */
+  run: { state: string; name: string; campaign: number; key: string };
   /**
    * The coordinator lost its data since this journal last used it (its generation changed): the
    * journal's settled spending, to be counted again in the shared budgets.
@@ -102,6 +108,8 @@ export interface RunOptions {
   s3?: S3ClientOptions;
   /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
   statePath?: string;
+  /** Work on one shard of the manifest (its own state and reports); ignored when `located` is given. */
+  shard?: Shard;
   /** Take the run's lock even when another process seems to hold it (`--break-lock`). */
   breakLock?: boolean;
   /** The lock's lease and heartbeat (defaults: 30 s and 5 s); tests use short ones. */
@@ -196,6 +204,8 @@ export interface RunOutcome {
   statePath?: string;
   /** Requests made by the trackers (the run's polling cost). */
   pollRequests?: number;
+  /** The campaign this run finished (set when it ended, not when interrupted): names a sharded run. */
+  finishedCampaign?: number;
 }
 
 /**
@@ -212,3 +222,17 @@ export const DEFAULT_LIMITS = {
   video: { rps: DEFAULT_CEILING_RPS, inFlight: DEFAULT_IN_FLIGHT },
   speech: { rps: DEFAULT_CEILING_RPS, inFlight: DEFAULT_IN_FLIGHT },
 } as const satisfies { video: ServiceLimits; speech: ServiceLimits };
+
+/**
+ * The key of a run's cap in the coordinator: one state's campaign; for a shard, the campaign of
+ * the manifest split in N, which all N shards share (each keeps its own state and campaign count,
+ * equal as long as the shards run together).
+ */
+export function runLedgerKey(o: {
+  state: string;
+  name: string;
+  campaign: number;
+  shard?: { total: number } | undefined;
+}): string {
+  return o.shard ? `shards:${o.name}:${o.shard.total}:${o.campaign}` : `${o.state}:${o.campaign}`;
+}

@@ -287,6 +287,39 @@ export class LocalSink implements Sink {
     return target;
   }
 
+  async readText(key: string, maxBytes: number): Promise<string | undefined> {
+    const path = this.localPath(key);
+    let handle: FileHandle;
+    try {
+      handle = await open(path, "r");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+    try {
+      const info = await handle.stat();
+      if (!info.isFile()) return undefined;
+      if (info.size > maxBytes)
+        throw new OutputError(`${path} is ${info.size} bytes, more than the ${maxBytes} expected of it`);
+      return await handle.readFile("utf8");
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async folders(prefix: string, max: number): Promise<string[]> {
+    try {
+      const entries = await readdir(this.localPath(prefix), { withFileTypes: true });
+      return entries
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name)
+        .slice(0, max);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+  }
+
   async stat(key: string): Promise<{ bytes: number } | undefined> {
     try {
       const info = await stat(this.localPath(key));

@@ -270,6 +270,71 @@ export class S3Sink implements Sink {
     }
   }
 
+  async readText(key: string, maxBytes: number): Promise<string | undefined> {
+    const { GetObjectCommand, NoSuchKey, S3ServiceException } = sdk();
+    let body: Readable;
+    try {
+      const res = await this.client.send(
+        new GetObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
+      );
+      if ((res.ContentLength ?? 0) > maxBytes) {
+        (res.Body as Readable | undefined)?.destroy();
+        throw new OutputError(
+          `${this.uri(key)} is ${res.ContentLength} bytes, more than the ${maxBytes} expected of it`,
+        );
+      }
+      body = res.Body as Readable;
+    } catch (error) {
+      if (
+        error instanceof NoSuchKey ||
+        (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404)
+      ) {
+        return undefined;
+      }
+      if (error instanceof OutputError) throw error;
+      throw storeError(error, `reading ${this.uri(key)}`);
+    }
+    // The length announced is not trusted: the bytes are counted as they come.
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of body) {
+      bytes += (chunk as Buffer).length;
+      if (bytes > maxBytes) {
+        body.destroy();
+        throw new OutputError(`${this.uri(key)} is more than the ${maxBytes} bytes expected of it`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks).toString("utf8");
+  }
+
+  async folders(prefix: string, max: number): Promise<string[]> {
+    const { ListObjectsV2Command } = sdk();
+    const base = `${this.key(prefix).replace(/\/+$/, "")}/`;
+    const names: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.client
+        .send(
+          new ListObjectsV2Command({
+            Bucket: this.location.bucket,
+            Prefix: base,
+            Delimiter: "/",
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+        )
+        .catch((error: unknown) => {
+          throw storeError(error, `listing ${this.uri(prefix)}`);
+        });
+      for (const p of page.CommonPrefixes ?? []) {
+        const name = p.Prefix?.slice(base.length).replace(/\/$/, "");
+        if (name) names.push(name);
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token && names.length < max);
+    return names.slice(0, max);
+  }
+
   /** A GET URL valid for `seconds`, for the services to fetch a staged material. */
   presign(key: string, seconds: number): Promise<string> {
     const { GetObjectCommand } = sdk();

@@ -38,6 +38,13 @@ export interface Sink {
   statMany?(
     keys: readonly string[],
   ): Promise<Array<{ bytes: number; metadata?: Record<string, string> } | undefined>>;
+  /**
+   * A small text object (a report), or undefined when there is none; refused above `maxBytes`
+   * (what another machine wrote is read as untrusted input).
+   */
+  readText(key: string, maxBytes: number): Promise<string | undefined>;
+  /** The names of the folders directly under `prefix` (`reports/shards` -> `1-of-4`, ...), at most `max`. */
+  folders(prefix: string, max: number): Promise<string[]>;
   /** A local path to read a stored object from, when the sink has one (used to verify media). */
   localPath?(key: string): string;
   /**

@@ -109,6 +109,15 @@ function fakes() {
       const o = objects.get(key);
       return o ? { bytes: o.data.length, metadata: o.metadata } : undefined;
     },
+    async readText(key) {
+      return objects.get(key)?.data.toString("utf8");
+    },
+    async folders(prefix) {
+      const names = [...objects.keys()].flatMap((k) =>
+        k.startsWith(`${prefix}/`) ? [k.slice(prefix.length + 1).split("/")[0] ?? ""] : [],
+      );
+      return [...new Set(names)];
+    },
     async probe() {},
   };
   const outputs: Seams["outputs"] = () => ({ sink, stager: new InlineStager() });

@@ -2,8 +2,28 @@
 // report, cancel), worded once so that their help reads the same.
 import type { Argv } from "yargs";
 import { parseCoordinatorUrl } from "../../coord/url.js";
+import {
+  parseShard,
+  parseShards,
+  type ResolvedShard,
+  resolveShard,
+  type Shard,
+  ShardError,
+} from "../../pipeline/shard.js";
+import { ExitError } from "../errors.js";
 import type { AddOption } from "../options.js";
 import { ValueError } from "../values.js";
+
+/** A parser whose refusals (any error: they name the flag and quote the value) are usage errors. */
+function refusing<V>(parse: (raw: string, name: string) => V): (raw: string, name: string) => V {
+  return (raw, name) => {
+    try {
+      return parse(raw, name);
+    } catch (error) {
+      throw new ValueError((error as Error).message);
+    }
+  };
+}
 
 export function manifestArg<T>(y: Argv<T>) {
   return y.positional("manifest", { type: "string", demandOption: true, describe: "YAML or CSV manifest" });
@@ -31,14 +51,50 @@ export function coordinatorFlag<T>(y: Argv<T>, option: AddOption): Argv<T> {
   return option(y, "coordinator", {
     type: "value",
     env: "CLAPPER_REDIS_URL",
-    parse: (raw, name) => {
-      try {
-        return parseCoordinatorUrl(raw, name);
-      } catch (error) {
-        throw new ValueError((error as Error).message);
-      }
-    },
+    parse: refusing(parseCoordinatorUrl),
     describe:
       "redis://HOST:PORT[/DB] (or rediss://) shared by every clapper process on the account: one request rate, one in-flight cap, shared budgets and the run's lock (env CLAPPER_REDIS_URL)",
   });
+}
+
+/**
+ * `--shard I/N` and `--shards N`: which part of the manifest this process works on. A scheduler's
+ * index (JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CI_NODE_INDEX) is read where the shard is
+ * resolved (src/pipeline/shard.ts), so that every command finds the same shard.
+ */
+export function shardFlags<T>(y: Argv<T>, option: AddOption): Argv<T> {
+  const b = option(y, "shard", {
+    type: "value",
+    parse: refusing(parseShard),
+    describe:
+      "work on shard I of N (1-based): jobs go to shards by a stable hash of their shot; the shard has its own state and reports (env CLAPPER_SHARD)",
+  });
+  return option(b, "shards", {
+    type: "value",
+    parse: refusing(parseShards),
+    describe:
+      "the number of shards, when a scheduler gives the index: JOB_COMPLETION_INDEX (Kubernetes) or AWS_BATCH_JOB_ARRAY_INDEX (AWS Batch), both 0-based",
+  });
+}
+
+export interface ShardArgs {
+  shard?: Shard | undefined;
+  shards?: number | undefined;
+}
+
+/**
+ * The shard the flags and the scheduler's variables name, found the same way by every command; a
+ * setting that cannot be read is a usage error (exit 2) before anything is opened.
+ */
+export function chosenShard(
+  args: ShardArgs,
+  env: NodeJS.ProcessEnv,
+  indexOptional = false,
+): ResolvedShard | undefined {
+  try {
+    return resolveShard({ shard: args.shard, shards: args.shards, env, indexOptional });
+  } catch (error) {
+    if (error instanceof ShardError) throw new ExitError(2, error.message);
+    throw error;
+  }
 }

@@ -15,7 +15,14 @@ import { matchesOnly, type RunContext } from "../context.js";
 import { errorInfo } from "../jobs.js";
 import { checkOwner } from "../locate.js";
 import { type PlanResult, plan } from "../plan.js";
-import type { LedgerInput, PoolStanding, RunOutcome, StateStore } from "../types.js";
+import { inShard, type Shard } from "../shard.js";
+import {
+  type LedgerInput,
+  type PoolStanding,
+  type RunOutcome,
+  runLedgerKey,
+  type StateStore,
+} from "../types.js";
 import type { Opened } from "./open.js";
 
 export interface Admitted {
@@ -63,14 +70,26 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
 
   const only = options.only;
-  const selected = (job: Job) => !only || matchesOnly(job, only);
+  const shard = located.shard;
+  const selected = (job: Job) => inShard(job, shard) && (!only || matchesOnly(job, only));
   const stored = await storeHolds(ctx, sink, planned.jobs, selected, statePath);
   if (!Array.isArray(stored)) return stored;
   const available = planned.balance?.available_points ?? 0;
   const maxPoints = options.maxPoints ?? located.manifest.maxPoints;
   let pool: PoolStanding | undefined;
+  let shards: { total: number; cap: number; committed: number } | undefined;
   try {
     pool = await ctx.seams.pool?.();
+    // A shard is admitted against what its run's cap has left after every shard (itself included).
+    if (shard && maxPoints !== undefined && ctx.seams.runCommitted) {
+      const key = runLedgerKey({
+        state: "",
+        name: located.manifest.name,
+        campaign: store.state.campaign,
+        shard,
+      });
+      shards = { total: shard.total, cap: maxPoints, committed: await ctx.seams.runCommitted(key) };
+    }
   } catch (error) {
     // The coordinator is gone before anything was submitted: exit 6, nothing written.
     ctx.halt.unreachable(error);
@@ -87,6 +106,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     maxPoints,
     available,
     pool,
+    shards,
     uri: (key) => sink.uri(key),
   });
   if (admission.refused) {
@@ -118,7 +138,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   ctx.log = options.logger.child({ run: located.manifest.name, run_id: store.state.run?.id });
   logAdmitted(ctx, opened, planned, admission, { maxPoints, available });
   const ledger = await ctx.seams.ledger(
-    ledgerInput(store.state, admission, located.manifest.name, maxPoints, lostData),
+    ledgerInput(store.state, admission, located.manifest.name, maxPoints, lostData, shard),
   );
   await withdrawLapsed(ctx, store, ledger);
   return { planned, store, admission, ledger, maxPoints, selected, listener };
@@ -136,6 +156,7 @@ async function planWith(ctx: RunContext, opened: Opened): Promise<PlanResult | R
       clients: options.clients,
       signal: ctx.signal,
       loaded: located.loaded,
+      ...(located.shard ? { shard: located.shard } : {}),
     });
   } catch (error) {
     // Ctrl-C while the balance or the voices are read: nothing was submitted, nothing to save.
@@ -309,6 +330,7 @@ function ledgerInput(
   name: string,
   maxPoints: number | undefined,
   lostData: boolean,
+  shard: Shard | undefined,
 ): LedgerInput {
   const attempts = new Map<string, Attempt>();
   for (const st of Object.values(state.jobs))
@@ -324,7 +346,17 @@ function ledgerInput(
       const a = attempts.get(id);
       return a ? { reserved: a.reserved, ...(a.spent !== undefined ? { spent: a.spent } : {}) } : undefined;
     },
-    run: { state: state.id ?? state.run?.id ?? "unnamed", name, campaign: state.campaign },
+    run: {
+      state: state.id ?? state.run?.id ?? "unnamed",
+      name,
+      campaign: state.campaign,
+      key: runLedgerKey({
+        state: state.id ?? state.run?.id ?? "unnamed",
+        name,
+        campaign: state.campaign,
+        shard,
+      }),
+    },
     ...(maxPoints !== undefined ? { maxPoints } : {}),
     ...(lostData
       ? {

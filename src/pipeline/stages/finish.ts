@@ -4,7 +4,8 @@
 
 import type { RunContext } from "../context.js";
 import { errorInfo } from "../jobs.js";
-import { buildReport, writeReports } from "../report.js";
+import { buildReport, reportsFolder, writeReports } from "../report.js";
+import { inShard } from "../shard.js";
 import type { RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Executed } from "./execute.js";
@@ -31,9 +32,12 @@ export async function finish(
   );
   // With --only, the run is about the jobs it was asked to do; the others are listed as they stand.
   const chosen = options.only ? planned.jobs.filter(admitted.selected).map((job) => job.id) : undefined;
+  const shard = located.shard;
   const report = buildReport({
     state: store.state,
-    jobs: planned.jobs,
+    // A shard's report lists its own jobs: the others are another shard's to report.
+    jobs: shard ? planned.jobs.filter((job) => inShard(job, shard)) : planned.jobs,
+    ...(shard ? { shard } : {}),
     manifest: located.manifest.display,
     name: located.manifest.name,
     interrupted,
@@ -47,11 +51,13 @@ export async function finish(
   });
   let reportUris: string[] | undefined;
   try {
-    reportUris = await writeReports(sink, report, options.env ?? process.env);
+    reportUris = await writeReports(sink, report, options.env ?? process.env, {
+      folder: reportsFolder(shard),
+    });
   } catch (error) {
     // The outcome still reaches the caller and the journal; the reports can be written again.
     notes.push(
-      `the reports could not be written to ${sink.uri("reports")}: ${errorInfo(error).message}; the state is saved: run again (or clapper report) to write them`,
+      `the reports could not be written to ${sink.uri(reportsFolder(shard))}: ${errorInfo(error).message}; the state is saved: run again (or clapper report) to write them`,
     );
     ctx.log.error({ event: "report-failed", error: errorInfo(error) }, "the reports could not be written");
   }
@@ -59,6 +65,7 @@ export async function finish(
     // Uploads this run could not abort when they failed (the store was unreachable then).
     await sink.cleanup(new Date()).catch(() => undefined);
   }
+  const campaign = store.state.campaign;
   if (!interrupted) {
     await store.append(
       {
@@ -78,6 +85,7 @@ export async function finish(
     statePath: located.statePath,
     warnings: planned.warnings,
     pollRequests: executed.pollRequests,
+    ...(interrupted ? {} : { finishedCampaign: campaign }),
     ...(notes.length > 0 ? { message: notes.join("; ") } : {}),
   };
 }

@@ -29,6 +29,7 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
       manifest: options.manifest,
       cwd: ctx.cwd,
       ...(options.statePath ? { state: options.statePath } : {}),
+      ...(options.shard ? { shard: options.shard } : {}),
     });
     if (!found.ok) return { exitCode: 2, errors: found.errors, warnings: found.warnings };
     located = found.run;

@@ -1,11 +1,11 @@
 // `clapper cancel MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { manifestArg, stateFlag } from "../flags.js";
+import { chosenShard, manifestArg, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
 
-export const cancel = defineCommand<{ manifest: string; state?: string }>({
+export const cancel = defineCommand<{ manifest: string; state?: string } & ShardArgs>({
   command: "cancel <manifest>",
   describe: "cancel the run's tasks still in flight (the next run records what became of them)",
-  builder: (y, option) => stateFlag(manifestArg(y), option),
+  builder: (y, option) => shardFlags(stateFlag(manifestArg(y), option), option),
   async handler(args, rt) {
     const { cancelRun } = await import("./index.js");
     const { sandboxStatePath } = await import("../run/state.js");
@@ -13,6 +13,7 @@ export const cancel = defineCommand<{ manifest: string; state?: string }>({
       manifest: args.manifest,
       cwd: process.cwd(),
       state: args.state,
+      shard: chosenShard(args, rt.env),
       signal: rt.signal,
       connect: async (located) =>
         rt.tagged(

@@ -3,6 +3,7 @@ import { ConnectionError, isUnavailable } from "../../../api/errors.js";
 import type { Clients } from "../../../api/index.js";
 import { openAttempt } from "../../../engine/state.js";
 import type { LocatedRun } from "../../../pipeline/locate.js";
+import type { Shard } from "../../../pipeline/shard.js";
 import { locate, neverRun, ownState } from "../run/state.js";
 
 export interface CancelRow {
@@ -21,6 +22,7 @@ export async function cancelRun(o: {
   manifest: string;
   cwd: string;
   state?: string | undefined;
+  shard?: Shard | undefined;
   connect: (located: LocatedRun) => Promise<Pick<Clients, "video" | "speech"> & { close(): Promise<void> }>;
   signal?: AbortSignal;
 }): Promise<{ rows: CancelRow[]; never: boolean }> {

@@ -2,9 +2,9 @@
 // prices, balance, voices, skills).
 import { defineCommand, type GlobalArgs, type Runtime } from "../../command.js";
 import type { Outcome } from "../../output.js";
-import { manifestArg, stateFlag } from "../flags.js";
+import { chosenShard, manifestArg, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
 
-interface PlanArgs {
+interface PlanArgs extends ShardArgs {
   manifest: string;
   "speech-price"?: number;
   state?: string;
@@ -19,13 +19,16 @@ export const plan = defineCommand<PlanArgs>({
       rule: { min: 0, unit: "points per 10 counted characters" },
       describe: "points per 10 counted characters, when no service is configured",
     });
-    return stateFlag(b, option, "find the sandbox state beside");
+    return shardFlags(stateFlag(b, option, "find the sandbox state beside"), option);
   },
   handler: planCommand,
 });
 
 async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Outcome> {
   const logger = rt.logger();
+  // `--shards N` alone lists every job with its shard; an index (flag or scheduler) plans one shard.
+  const shard = chosenShard(args, rt.env, true);
+  const shards = shard?.total ?? args.shards;
   // The services are optional here: with no key, the plan is made offline.
   const online = args.sandbox || Boolean(args["api-key-file"] || rt.env.CLAPPER_API_KEY);
   const sandboxStateFile = args.sandbox ? await sandboxState(args) : undefined;
@@ -40,6 +43,7 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
       manifest: args.manifest,
       ...(conn ? { clients: conn } : {}),
       ...(args["speech-price"] !== undefined ? { speechPrice: args["speech-price"] } : {}),
+      ...(shard ? { shard } : {}),
       signal: rt.signal,
     });
     const problems = renderProblems(result);
@@ -47,8 +51,8 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
     const n = result.errors.length + (result.omitted?.errors ?? 0);
     return {
       code: failed ? 2 : 0,
-      json: planJson(result),
-      ...(failed ? {} : { text: renderPlan(result) }),
+      json: planJson(result, shards),
+      ...(failed ? {} : { text: renderPlan(result, shards) }),
       ...(problems ? { notes: [problems] } : {}),
       ...(failed ? { message: `${args.manifest}: ${n} error${n === 1 ? "" : "s"}; nothing was done` } : {}),
       problems: [...result.errors, ...result.warnings],

@@ -3,16 +3,40 @@
 import { RESOLUTIONS } from "../../../api/video.js";
 import { formatProblem, formatProblems } from "../../../manifest/index.js";
 import type { PlanResult } from "../../../pipeline/plan.js";
+import { shardOf } from "../../../pipeline/shard.js";
 
-/** The contract shape of `plan --json` (BRIEF.md), plus a few fields more. */
-export function planJson(r: PlanResult) {
+/** Jobs and points per shard, when the manifest is split in `total`. */
+export function shardTally(r: PlanResult, total: number) {
+  const rows = Array.from({ length: total }, (_, i) => ({
+    index: i + 1,
+    jobs: 0,
+    points: 0 as number | null,
+  }));
+  for (const job of r.jobs) {
+    const row = rows[shardOf(job, total) - 1];
+    if (!row) continue;
+    row.jobs += 1;
+    row.points = row.points === null || job.points === null ? null : row.points + job.points;
+  }
+  return rows;
+}
+
+/**
+ * The contract shape of `plan --json` (BRIEF.md), plus a few fields more. `shards`: the number of
+ * shards the manifest is split in, when given (each job then says its shard).
+ */
+export function planJson(r: PlanResult, shards?: number) {
+  const total = r.shard?.total ?? shards;
   return {
     manifest: r.manifest ? { name: r.manifest.name, path: r.manifest.display } : null,
+    ...(r.shard ? { shard: r.shard } : {}),
+    ...(total !== undefined && !r.shard ? { shards: shardTally(r, total) } : {}),
     jobs: r.jobs.map((j) => ({
       id: j.id,
       kind: j.kind,
       points: j.points,
       fingerprint: j.fingerprint,
+      ...(total !== undefined ? { shard: shardOf(j, total) } : {}),
       source: `${j.file}:${j.line}`,
       ...(j.kind === "video"
         ? { resolution: j.tier, duration: j.duration }
@@ -44,10 +68,10 @@ export function planJson(r: PlanResult) {
   };
 }
 
-export function renderPlan(r: PlanResult): string {
+export function renderPlan(r: PlanResult, shards?: number): string {
   const out: string[] = [];
   const name = r.manifest ? `${r.manifest.name} (${r.manifest.display})` : "";
-  out.push(`plan for ${name}`);
+  out.push(`plan for ${name}${r.shard ? `, shard ${r.shard.index} of ${r.shard.total}` : ""}`);
   const resolutions = RESOLUTIONS.flatMap((tier) => {
     const e = r.byResolution[tier];
     return e ? [`${tier}: ${e.jobs} job${e.jobs === 1 ? "" : "s"}, ${e.points} points`] : [];
@@ -78,6 +102,13 @@ export function renderPlan(r: PlanResult): string {
     out.push(
       `budget:  max_points ${r.budget}: ${r.points.total === null ? "unknown" : fitsBudget ? "fits" : "DOES NOT FIT"}`,
     );
+  }
+  if (shards !== undefined && !r.shard) {
+    out.push(`shards: ${shards}`);
+    for (const s of shardTally(r, shards))
+      out.push(
+        `  ${`${s.index}/${shards}`.padEnd(9)} ${String(s.jobs).padStart(5)} jobs  ${String(s.points ?? "?").padStart(9)} points`,
+      );
   }
   return out.join("\n");
 }

@@ -1,20 +1,28 @@
 // `clapper report MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { manifestArg, outputFlag, stateFlag } from "../flags.js";
+import { chosenShard, manifestArg, outputFlag, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
 
-interface ReportArgs {
+interface ReportArgs extends ShardArgs {
   manifest: string;
   state?: string;
   output?: string;
   "s3-endpoint"?: string;
   "s3-path-style"?: boolean;
+  merge: boolean;
 }
 
 export const report = defineCommand<ReportArgs>({
   command: "report <manifest>",
-  describe: "write report.json, report.md and junit.xml again from the run's state",
+  describe:
+    "write report.json, report.md and junit.xml again from the run's state (a shard's with --shard; the shards' merged with --merge)",
   builder(y, option) {
-    const b = outputFlag(stateFlag(manifestArg(y), option), option, "the run's");
+    let b = outputFlag(stateFlag(manifestArg(y), option), option, "the run's");
+    b = option(shardFlags(b, option), "merge", {
+      type: "boolean",
+      default: false,
+      describe:
+        "merge the shards' reports (reports/shards/I-of-N in the output) into reports/report.json, report.md and junit.xml over every job",
+    });
     return option(
       option(b, "s3-endpoint", { type: "string", describe: "S3-compatible endpoint" }),
       "s3-path-style",
@@ -25,17 +33,34 @@ export const report = defineCommand<ReportArgs>({
     );
   },
   async handler(args, rt) {
-    const { rewriteReport } = await import("./index.js");
-    const { report, uris } = await rewriteReport({
+    const { mergeReport, rewriteReport } = await import("./index.js");
+    const common = {
       manifest: args.manifest,
       cwd: process.cwd(),
       env: rt.env,
-      state: args.state,
       output: args.output,
       s3: {
         ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
         ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
       },
+    };
+    if (args.merge) {
+      // Every shard, so no index is needed: N from --shards, --shard's N, or the store's folders.
+      const total = args.shards ?? args.shard?.total ?? chosenShard(args, rt.env, true)?.total;
+      const { report, uris, missing } = await mergeReport({ ...common, total, signal: rt.signal });
+      return {
+        code: 0,
+        json: report,
+        text: uris.join("\n"),
+        ...(missing.length > 0
+          ? { notes: [`warning: no report of shard ${missing.join(", ")}: see the merged report's note`] }
+          : {}),
+      };
+    }
+    const { report, uris } = await rewriteReport({
+      ...common,
+      state: args.state,
+      shard: chosenShard(args, rt.env),
     });
     return { code: 0, json: report, text: uris.join("\n") };
   },

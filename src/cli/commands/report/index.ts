@@ -1,7 +1,9 @@
 // `clapper report MANIFEST`: report.json, report.md and junit.xml written again from the run's state.
 import { acquireLock, LockHeldError } from "../../../engine/lock.js";
-import { writeReports } from "../../../pipeline/report.js";
+import { MergeError, mergeReports } from "../../../pipeline/merge.js";
+import { reportsFolder, writeReports } from "../../../pipeline/report.js";
 import { outputs } from "../../../pipeline/run.js";
+import type { Shard } from "../../../pipeline/shard.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
@@ -11,6 +13,7 @@ export async function rewriteReport(o: {
   manifest: string;
   cwd: string;
   state?: string | undefined;
+  shard?: Shard | undefined;
   output?: string | undefined;
   s3?: S3ClientOptions;
   env: NodeJS.ProcessEnv;
@@ -47,7 +50,10 @@ export async function rewriteReport(o: {
     // it a second time.
     let uris: string[];
     try {
-      uris = await writeReports(sink, report, o.env, { stepSummary: false });
+      uris = await writeReports(sink, report, o.env, {
+        stepSummary: false,
+        folder: reportsFolder(located.shard),
+      });
     } catch (error) {
       if (isFsError(error)) {
         throw fsExit(error, {
@@ -62,5 +68,47 @@ export async function rewriteReport(o: {
     return { report, uris };
   } finally {
     await lock.release();
+  }
+}
+
+/**
+ * `report --merge`: the shards' reports, read from the output (a folder or S3, wherever the shards
+ * wrote them), merged into `reports/` over every job of the manifest. No state is read, and no
+ * lock is taken: the shards may still run, and a merge written early is written again later.
+ */
+export async function mergeReport(o: {
+  manifest: string;
+  cwd: string;
+  total?: number | undefined;
+  output?: string | undefined;
+  s3?: S3ClientOptions;
+  env: NodeJS.ProcessEnv;
+  signal?: AbortSignal;
+}) {
+  const located = await locate(o.manifest, o.cwd, {});
+  const { manifest } = located;
+  const { sink } = outputs(
+    { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },
+    manifest,
+    o.cwd,
+  );
+  try {
+    const merged = await mergeReports({
+      jobs: located.loaded.jobs,
+      manifest: manifest.display,
+      name: manifest.name,
+      sink,
+      total: o.total,
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+    // The merge job has its own step summary: the whole run shows there.
+    const uris = await writeReports(sink, merged.report, o.env);
+    return { ...merged, uris };
+  } catch (error) {
+    if (error instanceof MergeError) throw new ExitError(2, error.message);
+    if (isFsError(error)) throw fsExit(error, { action: "merge the reports in", path: sink.uri("reports") });
+    if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
+    if ((error as Error).name === "S3StoreError") throw new ExitError(6, (error as Error).message);
+    throw error;
   }
 }

@@ -7,10 +7,10 @@ import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import type { OptionSpec } from "../../options.js";
 import { parseDeadline, parseMaxFailures, parseRps, type RpsValue } from "../../values.js";
-import { coordinatorFlag, manifestArg, outputFlag, stateFlag } from "../flags.js";
+import { coordinatorFlag, manifestArg, outputFlag, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
 import { callbackOptions } from "./callback.js";
 
-export interface RunArgs {
+export interface RunArgs extends ShardArgs {
   manifest: string;
   output?: string | undefined;
   staging?: string | undefined;
@@ -206,6 +206,7 @@ export const run = defineCommand<RunArgs>({
   builder(y, option) {
     let b = outputFlag(manifestArg(y), option, "the run's");
     b = stateFlag(b, option, "keep (resumed when it exists)");
+    b = shardFlags(b, option);
     for (const [name, spec] of RUN_FLAGS) b = option(b, name, spec);
     return coordinatorFlag(b, option);
   },

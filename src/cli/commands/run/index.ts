@@ -10,11 +10,14 @@ import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
+import { inShard, type Shard } from "../../../pipeline/shard.js";
+import { runLedgerKey } from "../../../pipeline/types.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
+import { chosenShard } from "../flags.js";
 import { callbackOptions } from "./callback.js";
 import type { RunArgs } from "./command.js";
 
@@ -88,10 +91,17 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
   };
   const gate = new ServiceGate({ video: limits, speech: limits }, { scope: args["rate-scope"] });
   try {
-    const found = await locateForRun(args, cwd);
+    const shard = chosenShard(args, o.env);
+    const found = await locateForRun(args, cwd, shard);
     if ("refused" in found) return found.refused;
     const { located } = found;
     const statePath = located.statePath;
+    if (shard) {
+      logger.info(
+        { event: "shard", shard: `${shard.index}/${shard.total}`, from: shard.source },
+        `shard ${shard.index} of ${shard.total} (${shard.source}): ${located.loaded.jobs.filter((job) => inShard(job, shard)).length} of ${located.loaded.jobs.length} jobs`,
+      );
+    }
     const conn = await o.connect(global, o.env, logger, {
       gate,
       ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
@@ -160,6 +170,9 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         ...(lease ? { lease } : {}),
       });
       display?.done();
+      if (shard && coordinated && outcome.finishedCampaign !== undefined) {
+        await mergeWhenLast(outcome, { args, cwd, env: o.env, shard, located, coordinated, logger });
+      }
       return runOutcome(outcome, o.format, args.manifest);
     } finally {
       await remember(rates, conn.account, gate, logger);
@@ -185,6 +198,8 @@ function leaseFromEnv(env: NodeJS.ProcessEnv): { leaseMs: number; heartbeatMs: n
 
 interface Coordinated {
   sharing: Sharing;
+  /** Records a finished shard; true when every shard of its run has finished. */
+  shardFinished(run: string, index: number, total: number): Promise<boolean>;
   seams: Partial<Seams>;
   /** Aborted with the error when the coordinator is lost mid-run. */
   lost: AbortSignal;
@@ -226,6 +241,7 @@ async function coordinate(
     sharing: sharing(coordinator, lose),
     seams: coordinatedSeams({ coordinator, pool: located.manifest.pool, lose }),
     lost: lost.signal,
+    shardFinished: (run, index, total) => coordinator.shardFinished(run, index, total),
     close: () => coordinator.close(),
   };
 }
@@ -256,10 +272,16 @@ async function remember(path: string, account: string, gate: ServiceGate, logger
 async function locateForRun(
   args: RunArgs,
   cwd: string,
+  shard: Shard | undefined,
 ): Promise<{ located: LocatedRun } | { refused: Outcome }> {
   let found: Awaited<ReturnType<typeof locateRun>>;
   try {
-    found = await locateRun({ manifest: args.manifest, cwd, ...(args.state ? { state: args.state } : {}) });
+    found = await locateRun({
+      manifest: args.manifest,
+      cwd,
+      ...(args.state ? { state: args.state } : {}),
+      ...(shard ? { shard } : {}),
+    });
   } catch (error) {
     if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: args.manifest });
     throw error;
@@ -312,4 +334,52 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
     ...(message ? { message } : {}),
     ...(warnings.length > 0 ? { problems: warnings } : {}),
   };
+}
+
+/**
+ * The last shard of a run to finish (the coordinator counts them) writes the merged report over
+ * every job of the manifest, as `clapper report MANIFEST --merge` does. A failure to merge costs
+ * only the merged report: the shard's own stands, and the merge can be run again.
+ */
+async function mergeWhenLast(
+  outcome: RunOutcome,
+  o: {
+    args: RunArgs;
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    shard: Shard;
+    located: LocatedRun;
+    coordinated: Coordinated;
+    logger: Logger;
+  },
+): Promise<void> {
+  const { shard, logger } = o;
+  const name = o.located.manifest.name;
+  const campaign = outcome.finishedCampaign ?? 0;
+  try {
+    const run = runLedgerKey({ state: "", name, campaign, shard });
+    if (!(await o.coordinated.shardFinished(run, shard.index, shard.total))) return;
+    const { mergeReport } = await import("../report/index.js");
+    const merged = await mergeReport({
+      manifest: o.args.manifest,
+      cwd: o.cwd,
+      total: shard.total,
+      output: o.args.output,
+      s3: {
+        ...(o.args["s3-endpoint"] ? { endpoint: o.args["s3-endpoint"] } : {}),
+        ...(o.args["s3-path-style"] !== undefined ? { forcePathStyle: o.args["s3-path-style"] } : {}),
+      },
+      env: o.env,
+    });
+    outcome.reportUris = [...(outcome.reportUris ?? []), ...merged.uris];
+    logger.info(
+      { event: "merged", shards: shard.total, uri: merged.uris[0], status: merged.report.run.status },
+      `every shard of ${name} has finished: merged report ${merged.uris[0]} (${merged.report.run.status})`,
+    );
+  } catch (error) {
+    logger.warn(
+      { event: "merge-failed", error: (error as Error).message },
+      `the merged report was not written: ${(error as Error).message}; clapper report ${o.args.manifest} --merge writes it`,
+    );
+  }
 }

@@ -6,6 +6,7 @@ import { applyRecord, initialState, type RunRecord, type RunState } from "../../
 import type { Problem } from "../../../manifest/problems.js";
 import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { buildReport, type Report } from "../../../pipeline/report.js";
+import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 
 /**
@@ -15,11 +16,16 @@ import { ExitError, fsExit, isFsError } from "../../errors.js";
 export async function locate(
   manifestPath: string,
   cwd: string,
-  opts: { state?: string | undefined },
+  opts: { state?: string | undefined; shard?: Shard | undefined },
 ): Promise<LocatedRun> {
   let found: Awaited<ReturnType<typeof locateRun>>;
   try {
-    found = await locateRun({ manifest: manifestPath, cwd, ...(opts.state ? { state: opts.state } : {}) });
+    found = await locateRun({
+      manifest: manifestPath,
+      cwd,
+      ...(opts.state ? { state: opts.state } : {}),
+      ...(opts.shard ? { shard: opts.shard } : {}),
+    });
   } catch (error) {
     if (isFsError(error)) throw fsExit(error, { action: "read the manifest", path: manifestPath });
     throw error;
@@ -80,9 +86,11 @@ export function sandboxStatePath(statePath: string): string {
 
 /** The report of a run as its state stands (status, report): interrupted when it began and never finished. */
 export function reportFromState(located: LocatedRun, state: RunState): Report {
+  const shard = located.shard;
   return buildReport({
     state,
-    jobs: located.loaded.jobs,
+    jobs: shard ? located.loaded.jobs.filter((job) => inShard(job, shard)) : located.loaded.jobs,
+    ...(shard ? { shard } : {}),
     manifest: located.manifest.display,
     name: located.manifest.name,
     interrupted: state.run?.finished_at === undefined && state.run !== undefined,

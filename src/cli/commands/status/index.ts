@@ -1,5 +1,6 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
 import type { Report } from "../../../pipeline/report.js";
+import type { Shard } from "../../../pipeline/shard.js";
 import { table } from "../../output.js";
 import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
 
@@ -15,6 +16,7 @@ export async function status(o: {
   manifest: string;
   cwd: string;
   state?: string | undefined;
+  shard?: Shard | undefined;
 }): Promise<StatusReport> {
   const located = await locate(o.manifest, o.cwd, o);
   const state = await ownState(located);
