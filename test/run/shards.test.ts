@@ -160,6 +160,21 @@ describe.skipIf(!HAVE_REDIS)(`shards (${HAVE_REDIS ? "redis-server, s3rver" : re
     expect(md?.text).toContain("## Shards (3)");
     expect((await store.object(`three/${name}/reports/junit.xml`))?.text).toContain('tests="27"');
 
+    // Each machine's status and report are its shard's own.
+    const status = await cli(["status", machines[1]?.manifest ?? "", "--shard", "2/3", "--json"], {
+      cwd: machines[1]?.dir ?? "",
+      env: env(),
+    }).done;
+    expect(status.code, status.messages.join("\n")).toBe(0);
+    const standing = JSON.parse(status.stdout) as Report;
+    expect(standing.jobs.map((j) => j.id)).toEqual(shards[1]?.jobs.map((j) => j.id));
+    expect(standing.run).toMatchObject({ status: "succeeded", shard: { index: 2, total: 3 } });
+    const unsharded = await cli(["status", machines[1]?.manifest ?? "", "--json"], {
+      cwd: machines[1]?.dir ?? "",
+      env: env(),
+    }).done;
+    expect((JSON.parse(unsharded.stdout) as { run: { status: string } }).run.status).toBe("not-run");
+
     // The same manifest run whole, once: the same counts, points and output sizes per job. Its
     // prompts differ by a tag of the same length (the same text would be the same Idempotency-Keys,
     // and the service would return the shards' tasks, paid already).
