@@ -14,6 +14,7 @@ import { type LedgerSpec, openLedger, type SharedLedger } from "./ledger.js";
 import { Link, type LinkOptions } from "./link.js";
 import { acquireCoordLock, type CoordLock, type LockOptions } from "./lock.js";
 import { RedisSharedRate, type SharedRate } from "./shared-rate.js";
+import { SharedSightings } from "./sightings.js";
 import { RedisSlots, type SharedSlots } from "./slots.js";
 import { type CoordinatorUrl, parseCoordinatorUrl } from "./url.js";
 
@@ -31,6 +32,7 @@ export type { LedgerSpec, SharedLedger } from "./ledger.js";
 export type { CoordLock, LockOptions as CoordLockOptions } from "./lock.js";
 export { type PoolPeriod, periodId } from "./period.js";
 export type { SharedRate } from "./shared-rate.js";
+export type { RawSighting, SharedSightings } from "./sightings.js";
 export type { SharedSlots } from "./slots.js";
 export { type CoordinatorUrl, parseCoordinatorUrl } from "./url.js";
 
@@ -57,6 +59,7 @@ export interface ConnectOptions {
 export class Coordinator {
   private readonly rates = new Map<string, RedisSharedRate>();
   private readonly caps = new Map<string, RedisSlots>();
+  private readonly seen = new Map<string, SharedSightings>();
 
   constructor(readonly link: Link) {}
 
@@ -93,6 +96,16 @@ export class Coordinator {
       this.caps.set(service, slots);
     }
     return slots;
+  }
+
+  /** What every process of the account reads of `service`'s tasks (see sightings.ts). */
+  sightings(service: string): SharedSightings {
+    let seen = this.seen.get(service);
+    if (!seen) {
+      seen = new SharedSightings(this.link, service);
+      this.seen.set(service, seen);
+    }
+    return seen;
   }
 
   lock(name: string, options: LockOptions = {}): Promise<CoordLock> {
@@ -135,7 +148,9 @@ export class Coordinator {
   }
 
   /** Ends this process's lease (its slots return, its never-sent reservations lapse) and disconnects. */
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    // What was read last is told before the connection goes (best effort, bounded by its timeout).
+    await Promise.all([...this.seen.values()].map((s) => s.close()));
     return this.link.close();
   }
 }

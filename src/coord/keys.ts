@@ -64,6 +64,11 @@ export class Keys {
     return this.ledger(`run:${key}`);
   }
 
+  /** What processes read of a service's tasks in one window of time (a hash: task id -> sighting). */
+  sightings(service: string, window: number): string {
+    return `${this.prefix}seen:${service}:${window}`;
+  }
+
   /** The shards of one campaign of a manifest split in N that have finished (a set of indexes). */
   shardsDone(run: string): string {
     return `${this.prefix}shards-done:${run}`;

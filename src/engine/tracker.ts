@@ -43,6 +43,18 @@ export class TaskUnreadableError extends Error {
   }
 }
 
+/**
+ * What other processes on the account read of tasks (through a coordinator): the services list
+ * every task of the account on each page, so a page one process reads answers for the others too.
+ * Best effort both ways: a sighting that cannot be had costs only the look it would have saved.
+ */
+export interface Sightings<T> {
+  /** The newest sighting of each task (same order), with when it was read (epoch ms). */
+  recall(ids: readonly string[]): Promise<ReadonlyArray<{ task: T; at: number } | undefined>>;
+  /** What a page or a look just showed. Never throws. */
+  tell(tasks: readonly T[]): void;
+}
+
 /** Told of every failed look at a task (after the HTTP layer's own retries), so none is silent. */
 export type TrackTrouble = (taskId: string, error: unknown, failures: number) => void;
 
@@ -104,12 +116,20 @@ abstract class Poller<T> {
   requests = 0;
   /** How long the tasks that ended took from when they were followed (ms), newest last; for the ETA. */
   readonly durations: number[] = [];
+  /** Tasks settled by what another process read, without a request of this one. */
+  sighted = 0;
+  private sightings: Sightings<T> | undefined;
 
   constructor(
     protected readonly options: TrackOptions,
     protected readonly signal: AbortSignal,
     private readonly trouble: TrackTrouble = () => {},
   ) {}
+
+  /** Shares what this poller reads with other processes, and uses what they read. */
+  share(sightings: Sightings<T>): void {
+    this.sightings = sightings;
+  }
 
   /** Resolves with the task once it is terminal; `onUpdate` sees every status read on the way. */
   track(
@@ -201,7 +221,12 @@ abstract class Poller<T> {
         this.wake = undefined;
         continue;
       }
-      const due = [...this.entries.values()].filter((e) => e.dueAt <= now);
+      let due = [...this.entries.values()].filter((e) => e.dueAt <= now);
+      if (this.sightings) {
+        await this.recall(due);
+        due = due.filter((e) => this.entries.has(e.taskId) && e.dueAt <= now);
+        if (due.length === 0) continue;
+      }
       if (due.length >= this.options.batchThreshold) {
         try {
           await this.pollMany(due);
@@ -214,6 +239,31 @@ abstract class Poller<T> {
         }
       }
       await Promise.all(due.filter((e) => this.entries.has(e.taskId)).map((e) => this.pollOneSafely(e)));
+    }
+  }
+
+  /**
+   * What other processes read of the due tasks since this one last looked: an end is taken as it
+   * is (the end of a task does not change); a status still open only when it is fresher than the
+   * shortest interval, as a look of this process would be.
+   */
+  private async recall(due: readonly Entry<T>[]): Promise<void> {
+    const sightings = this.sightings;
+    if (!sightings || due.length === 0) return;
+    let seen: ReadonlyArray<{ task: T; at: number } | undefined>;
+    try {
+      seen = await sightings.recall(due.map((e) => e.taskId));
+    } catch {
+      return;
+    }
+    const now = Date.now();
+    for (const [i, entry] of due.entries()) {
+      const s = seen[i];
+      if (!s || !this.entries.has(entry.taskId) || this.idOf(s.task) !== entry.taskId) continue;
+      const ended = TERMINAL.has(this.statusOf(s.task));
+      if (s.at <= entry.openAt || (!ended && now - s.at > this.options.minIntervalMs)) continue;
+      if (ended) this.sighted += 1;
+      this.deliver(entry, s.task);
     }
   }
 
@@ -260,6 +310,7 @@ abstract class Poller<T> {
     try {
       this.requests += 1;
       const task = await this.get(entry.taskId);
+      this.sightings?.tell([task]);
       if (this.entries.has(entry.taskId)) this.deliver(entry, task);
     } catch (error) {
       if (error instanceof NotFoundError) {
@@ -312,6 +363,7 @@ abstract class Poller<T> {
    * whoever asked. The tasks seen are struck from `waiting`.
    */
   protected takePage(items: readonly T[], waiting: Set<string>): void {
+    this.sightings?.tell(items);
     for (const task of items) {
       const id = this.idOf(task);
       waiting.delete(id);

@@ -3,16 +3,22 @@
 // itself. The ledger is the run's own (the balance, what its journal spent) joined to the shared
 // ones: the run's cap across its processes, and the named pool across runs. A reservation needs
 // all of them; a coordinator that cannot be asked halts the run (exit 6) before any create.
+
+import type { z } from "zod";
+import { SpeechTask } from "../api/speech.js";
+import { VideoTask } from "../api/video.js";
 import {
   type Coordinator,
   type CoordLock,
   CoordLockHeldError,
   periodId,
   type SharedLedger,
+  type SharedSightings,
 } from "../coord/index.js";
 import { LocalLedger, type PointsLedger } from "../engine/ledger.js";
 import type { Sharing } from "../engine/limiter.js";
 import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
+import type { Sightings } from "../engine/tracker.js";
 import type { BudgetPool } from "../manifest/index.js";
 import { DEFAULT_SEAMS } from "./context.js";
 import type { LedgerInput, Seams } from "./types.js";
@@ -37,8 +43,12 @@ export function sharing(coordinator: Coordinator, lose: (error: unknown) => void
 /** The lock and the ledger, through the coordinator. */
 export function coordinatedSeams(
   o: CoordinatedOptions,
-): Pick<Seams, "lock" | "ledger" | "pool" | "runCommitted"> {
+): Pick<Seams, "lock" | "ledger" | "pool" | "runCommitted" | "sightings"> {
   return {
+    sightings: {
+      video: sightingsOf(o.coordinator.sightings("video"), VideoTask, (t) => t.id),
+      speech: sightingsOf(o.coordinator.sightings("speech"), SpeechTask, (t) => t.task_id),
+    },
     lock: (path, options) => coordinatedLock(o, path, options),
     ledger: (input) => jointLedger(o, input),
     runCommitted: async (key) => {
@@ -56,6 +66,35 @@ export function coordinatedSeams(
         cap: o.pool.maxPoints,
         committed: (view?.reserved ?? 0) + (view?.spent ?? 0),
       };
+    },
+  };
+}
+
+/**
+ * The tracker's view of the shared sightings. What another process wrote is read like a service's
+ * answer: checked against the same schema, and dropped when it is not a task.
+ */
+function sightingsOf<T>(
+  shared: SharedSightings,
+  schema: z.ZodType<T>,
+  idOf: (task: T) => string,
+): Sightings<T> {
+  return {
+    tell: (tasks) => shared.tell(tasks.map((t) => [idOf(t), JSON.stringify(t)] as const)),
+    async recall(ids) {
+      const raw = await shared.recall(ids);
+      return ids.map((_, i) => {
+        const r = raw[i];
+        if (!r) return undefined;
+        let value: unknown;
+        try {
+          value = JSON.parse(r.task);
+        } catch {
+          return undefined;
+        }
+        const parsed = schema.safeParse(value);
+        return parsed.success ? { task: parsed.data, at: r.at } : undefined;
+      });
     },
   };
 }

@@ -3,13 +3,15 @@
 // sink). Today's implementations are the defaults (src/pipeline/context.ts).
 import type { Logger } from "pino";
 import type { Clients } from "../api/index.js";
+import type { SpeechTask } from "../api/speech.js";
+import type { VideoTask } from "../api/video.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import type { ServiceLimits, TaskLimit } from "../engine/limiter.js";
 import type { Lock, LockOptions } from "../engine/lock.js";
 import { DEFAULT_CEILING_RPS } from "../engine/rate.js";
 import type { MaterialStager } from "../engine/staging.js";
 import type { RunRecord, RunState } from "../engine/state.js";
-import type { TrackOptions } from "../engine/tracker.js";
+import type { Sightings, TrackOptions } from "../engine/tracker.js";
 import type { Problem } from "../manifest/index.js";
 import type { S3ClientOptions } from "../sinks/s3.js";
 import type { Sink } from "../sinks/sink.js";
@@ -45,6 +47,8 @@ export interface Seams {
   lock(path: string, options: LockOptions): Promise<Lock>;
   openState(path: string): Promise<StateStore>;
   ledger(input: LedgerInput): PointsLedger | Promise<PointsLedger>;
+  /** With a coordinator: what the account's other processes read of tasks, and what this one reads. */
+  sightings?: { video: Sightings<VideoTask>; speech: Sightings<SpeechTask> };
   /** With a coordinator: what a run's shared cap has committed (reserved and spent), by its ledger key. */
   runCommitted?(key: string): Promise<number>;
   /** With a coordinator and a `budget.pool`: what the pool has committed in its current period. */

@@ -95,6 +95,16 @@ export async function execute(
       statePath,
     };
   }
+  if (ctx.seams.sightings) {
+    ctx.log.info(
+      {
+        event: "tracking",
+        requests: video.requests + speech.requests,
+        sighted: video.sighted + speech.sighted,
+      },
+      `tracking: ${video.requests + speech.requests} requests; ${video.sighted + speech.sighted} task(s) seen ended by another process's reads`,
+    );
+  }
   return { runner: life, stoppedBy: watch.stoppedBy(), pollRequests: video.requests + speech.requests };
 }
 
@@ -128,6 +138,12 @@ function pollers(ctx: RunContext): { video: VideoPoller; speech: SpeechPoller } 
   };
   const video = new VideoPoller(options.clients.video, videoTrack, ctx.stop.signal, trouble);
   const speech = new SpeechPoller(options.clients.speech, track, ctx.stop.signal, trouble);
+  // With a coordinator, what the account's other processes read answers for this one too.
+  const sightings = ctx.seams.sightings;
+  if (sightings) {
+    video.share(sightings.video);
+    speech.share(sightings.speech);
+  }
   ctx.onCallback = (task: VideoTask) => video.offer(task);
   return { video, speech };
 }
