@@ -698,6 +698,7 @@ function k8sExample(file: string, min: number): Example {
 
 const examples: Example[] = [
   githubExample("github-actions/clapper.yml", 3),
+  githubExample("github-actions/sharded.yml", 5),
   {
     file: "gitlab/.gitlab-ci.yml",
     min: 3,
@@ -1435,5 +1436,72 @@ describe("examples/kubernetes: the sharded Indexed Job and its CronJob", () => {
       (await linesOf("kubernetes/sharded-cronjob.yaml")).filter((l) => l.argv[0] === "run"),
     );
     expect(expectEveryShardOnce(selected)).toBe(spec.completions);
+  });
+});
+
+describe("examples/github-actions/sharded.yml", () => {
+  let parse: ParseCommandLine;
+  beforeAll(async () => {
+    parse = await loadParser();
+  });
+
+  it("runs shards 1..N as a matrix of one run, then merges their reports in a job that waits for all", async () => {
+    const file = "github-actions/sharded.yml";
+    const wf = yamlOf(file, await read(file));
+    const lines = await linesOf(file);
+    const runs = lines.filter((l) => l.argv[0] === "run");
+    const shardJobId = runs[0]?.unit as string;
+    expect(new Set(runs.map((l) => l.unit))).toEqual(new Set([shardJobId]));
+    const shardJob = wf.jobs[shardJobId];
+    // A failed shard must not cancel the others, which are paying for their own tasks.
+    expect(shardJob.strategy["fail-fast"]).toBe(false);
+
+    const selected = await shardsSelected(parse, runs);
+    const total = expectEveryShardOnce(selected);
+    // The matrix's values are exactly 1..N of `--shard ${{ matrix.shard }}/N`.
+    expect(shardJob.strategy.matrix.shard).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+    const runStep = shardJob.steps.find((st: any) => /clapper run/.test(st.run ?? ""));
+    expect(runStep.run).toMatch(new RegExp(`--shard \\$\\{\\{ matrix\\.shard \\}\\}/${total}\\b`));
+    for (const s of selected) expect(s.shard.source).toBe("--shard");
+    expectOneSharedRun(selected);
+    for (const { line } of selected) {
+      // The key and the coordinator's address (it holds a password) from secrets, never on the command line.
+      expect(line.env.CLAPPER_API_KEY).toBe(GITHUB_EXPRESSIONS["secrets.CLAPPER_API_KEY"]);
+      expect(line.env.CLAPPER_REDIS_URL).toBe(GITHUB_EXPRESSIONS["secrets.CLAPPER_REDIS_URL"]);
+      expect(flagValue(line.argv, "--coordinator"), line.where).toBeUndefined();
+      // The runner's timeout is above the run's deadline: clapper stops itself first.
+      const deadline = (Date.parse(flagValue(line.argv, "--deadline") ?? "") - Date.now()) / 1000;
+      expect(shardJob["timeout-minutes"] * 60).toBeGreaterThan(deadline);
+    }
+    // Only exit 6 is tried again.
+    expect(runStep.run).toMatch(/if \[ "\$status" -ne 6 \]/);
+
+    // The merge: after the shards, whatever became of them, over all N, from the output they wrote.
+    const merges = lines.filter((l) => l.argv[0] === "report" && l.argv.includes("--merge"));
+    expect(merges).toHaveLength(1);
+    const merge = merges[0] as CommandLine;
+    const mergeJob = wf.jobs[merge.unit as string];
+    expect(merge.unit).not.toBe(shardJobId);
+    expect([mergeJob.needs].flat()).toContain(shardJobId);
+    expect(mergeJob.if).toBe("always()");
+    expect(mergeJob.strategy).toBeUndefined();
+    const parsed = await parse(merge.argv, merge.env);
+    expect(parsed).toMatchObject({ ok: true, args: { merge: true, shards: total } });
+    expect(merge.argv[1]).toBe(runs[0]?.argv[1]);
+    expect(flagValue(merge.argv, "--output")).toBe(flagValue(runs[0]?.argv ?? [], "--output"));
+    const upload = mergeJob.steps.find((st: any) => String(st.uses).startsWith("actions/upload-artifact@"));
+    expect(upload?.if).toBe("always()");
+    const junit = mergeJob.steps.find((st: any) => /junit/i.test(String(st.uses)));
+    expect(junit?.if).toBe("always()");
+    expect(String(junit?.with?.report_paths)).toMatch(/junit\.xml$/);
+    // The merged files land where the upload and the check read them.
+    const mergeStep = mergeJob.steps.find((st: any) => /clapper report/.test(st.run ?? ""));
+    const folder = String(upload?.with?.path).replace(/\/$/, "");
+    expect(mergeStep.run).toContain(` ${folder}/`);
+    expect(String(junit?.with?.report_paths)).toBe(`${folder}/junit.xml`);
+
+    // One run of the manifest at a time, never cancelled in the middle.
+    expect(wf.concurrency?.group).toBeTruthy();
+    expect(wf.concurrency?.["cancel-in-progress"]).toBe(false);
   });
 });
