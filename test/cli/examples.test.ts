@@ -32,6 +32,7 @@
 // That environment is also what clapper's parser is given.
 // GitHub `${{ expr }}` is replaced before the shell sees it (GITHUB_EXPRESSIONS). A variable or an
 // expression with no value, or a command substitution, left in a clapper command line fails the test.
+import { existsSync } from "node:fs";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -403,6 +404,9 @@ function yamlOf(path: string, text: string, options: { merge?: boolean } = {}): 
   return doc.toJS();
 }
 
+/** The shell `docker compose` runs in, for its interpolation: nothing set, so every default applies. */
+const COMPOSE_SHELL: Record<string, string> = {};
+
 /**
  * Compose's interpolation of one value: `$$` is `$`; `$VAR`, `${VAR}`; `${VAR:-default}` (unset or
  * empty) and `${VAR-default}` (unset); `${VAR:?message}` and `${VAR?message}` (an error when unset:
@@ -484,6 +488,11 @@ function composeEnvironment(value: unknown, shell: Record<string, string>): Reco
 
 /** The sandbox's default key (sandbox contract): public, accepted by `clapper sandbox` alone. */
 const SANDBOX_KEY = "sk-ml-sandbox";
+
+/** A service runs clapper's image: `image: clapper` (any registry or tag). */
+function runsClapperImage(service: any): boolean {
+  return typeof service?.image === "string" && /(^|\/)clapper(:[\w.-]+)?$/.test(service.image);
+}
 
 type Unit = Map<string, Array<[string, string]>>;
 
@@ -696,6 +705,40 @@ function k8sExample(file: string, min: number): Example {
   };
 }
 
+/** The services of a Compose file, merge keys resolved and every value interpolated. */
+async function composeServices(file: string): Promise<{ compose: any; services: Record<string, any> }> {
+  const compose = interpolateAll(yamlOf(file, await read(file), { merge: true }), COMPOSE_SHELL);
+  return { compose, services: compose.services ?? {} };
+}
+
+/** Docker Compose: every service of clapper's image, its entrypoint (else clapper) + command. */
+function composeExample(file: string, min: number): Example {
+  return {
+    file,
+    min,
+    async extract() {
+      const { services } = await composeServices(file);
+      const out: CommandLine[] = [];
+      for (const [name, service] of Object.entries<any>(services)) {
+        const where = `${file} services.${name}`;
+        const entrypoint = composeWords(service.entrypoint, `${where}.entrypoint`);
+        const command = composeWords(service.command, `${where}.command`);
+        if (!runsClapperImage(service) && entrypoint.length === 0) continue;
+        const words = [...(entrypoint.length > 0 ? entrypoint : ["clapper"]), ...command];
+        const argv = clapperArgv(words);
+        // A service of clapper's image runs clapper: the extractor must find its command line.
+        if (runsClapperImage(service) && entrypoint.length === 0) {
+          expect(argv?.length, `${where}: a clapper command line`).toBeGreaterThan(0);
+        }
+        if (argv) {
+          out.push({ where, unit: name, argv, env: composeEnvironment(service.environment, COMPOSE_SHELL) });
+        }
+      }
+      return out;
+    },
+  };
+}
+
 const examples: Example[] = [
   githubExample("github-actions/clapper.yml", 3),
   githubExample("github-actions/sharded.yml", 5),
@@ -758,6 +801,7 @@ const examples: Example[] = [
   k8sExample("kubernetes/cronjob.yaml", 1),
   k8sExample("kubernetes/indexed-job.yaml", 4),
   k8sExample("kubernetes/sharded-cronjob.yaml", 4),
+  composeExample("compose.yaml", 4),
 ];
 
 function k8sDocs(text: string): any[] {
@@ -1503,5 +1547,125 @@ describe("examples/github-actions/sharded.yml", () => {
     // One run of the manifest at a time, never cancelled in the middle.
     expect(wf.concurrency?.group).toBeTruthy();
     expect(wf.concurrency?.["cancel-in-progress"]).toBe(false);
+  });
+});
+
+describe("examples/compose.yaml", () => {
+  let parse: ParseCommandLine;
+  let dir: TempDir;
+  beforeAll(async () => {
+    parse = await loadParser();
+    dir = await tempDir();
+  });
+  afterAll(() => dir.remove());
+
+  it("runs shards 1..N, one service each, against the sandbox, Redis and an S3 store it starts first", async () => {
+    const file = "compose.yaml";
+    const { compose, services } = await composeServices(file);
+    const lines = await linesOf(file);
+    const runs = lines.filter((l) => l.argv[0] === "run");
+    const selected = await shardsSelected(parse, runs);
+    const total = expectEveryShardOnce(selected);
+    expect(new Set(runs.map((l) => l.unit)).size, "one service per shard").toBe(total);
+    for (const s of selected) expect(s.shard.source).toBe("--shard");
+    expectOneSharedRun(selected);
+
+    // The sandbox: clapper's image, listening on every address, naming in its URLs the address the
+    // shards reach it at (the service's name).
+    const sandboxes = lines.filter((l) => l.argv[0] === "sandbox");
+    expect(sandboxes).toHaveLength(1);
+    const sandbox = sandboxes[0] as CommandLine;
+    const sandboxArgs = ((await parse(sandbox.argv, sandbox.env)) as { args: Record<string, any> }).args;
+    expect(sandboxArgs.host).toBe("0.0.0.0");
+    const publicUrl = new URL(sandboxArgs["public-url"]);
+    expect(publicUrl.hostname).toBe(sandbox.unit);
+    expect(Number(publicUrl.port)).toBe(sandboxArgs.port);
+
+    const hostOf = (url: string | undefined) =>
+      url !== undefined && URL.canParse(url) ? new URL(url).hostname : `(not a URL: ${url})`;
+    const bucket = hostOf(flagValue(runs[0]?.argv ?? [], "--output"));
+    expect(hostOf(flagValue(runs[0]?.argv ?? [], "--state"))).toBe(bucket);
+    const bucketMakers = Object.entries<any>(services)
+      .filter(([, svc]) =>
+        new RegExp(`\\bmb\\b.*\\/${bucket}(\\s|$)`).test(
+          [...composeWords(svc.entrypoint, "entrypoint"), ...composeWords(svc.command, "command")].join(" "),
+        ),
+      )
+      .map(([name]) => name);
+    expect(bucketMakers, `a service that creates the bucket ${bucket}`).toHaveLength(1);
+
+    for (const { line } of selected) {
+      const service = services[line.unit as string];
+      const env = line.env;
+      expect(env.CLAPPER_BASE_URL, line.where).toBe(sandboxArgs["public-url"]);
+      // The sandbox's own public key, and only towards the sandbox.
+      expect(env.CLAPPER_API_KEY, line.where).toBe(SANDBOX_KEY);
+      const redis = services[hostOf(env.CLAPPER_REDIS_URL)];
+      expect(String(redis?.image), `${line.where}: CLAPPER_REDIS_URL names the Redis service`).toMatch(
+        /^redis:/,
+      );
+      const store = hostOf(env.AWS_ENDPOINT_URL_S3);
+      expect(services[store], `${line.where}: AWS_ENDPOINT_URL_S3 names the store's service`).toBeDefined();
+      if (services[store].environment?.MINIO_ROOT_USER !== undefined) {
+        expect([env.AWS_ACCESS_KEY_ID, env.AWS_SECRET_ACCESS_KEY]).toEqual([
+          services[store].environment.MINIO_ROOT_USER,
+          services[store].environment.MINIO_ROOT_PASSWORD,
+        ]);
+      }
+      // Started after what it needs: healthy sandbox and Redis, the bucket made.
+      expect(service.depends_on).toMatchObject({
+        [sandbox.unit as string]: { condition: "service_healthy" },
+        [hostOf(env.CLAPPER_REDIS_URL)]: { condition: "service_healthy" },
+        [bucketMakers[0] as string]: { condition: "service_completed_successfully" },
+      });
+      // The manifest: mounted where the command names it.
+      const config = (service.configs ?? []).find((c: any) => c.target === line.argv[1]);
+      expect(config, `${line.where}: ${line.argv[1]} mounted`).toBeDefined();
+    }
+    // Every service waited on for its health has a health check (clapper's image: its Dockerfile's).
+    const dockerfile = await readFile(join(EXAMPLES, "..", "Dockerfile"), "utf8");
+    for (const svc of Object.values<any>(services)) {
+      for (const [name, dep] of Object.entries<any>(svc.depends_on ?? {})) {
+        if (dep.condition !== "service_healthy") continue;
+        const target = services[name];
+        expect(
+          target.healthcheck?.test !== undefined ||
+            (runsClapperImage(target) && /^HEALTHCHECK /m.test(dockerfile)),
+          `${name} has a health check`,
+        ).toBe(true);
+      }
+    }
+    // Anything published is published on the host's loopback only (the sandbox's control endpoints
+    // take no key; the store's console has a well-known password).
+    for (const [name, svc] of Object.entries<any>(services)) {
+      for (const port of svc.ports ?? []) expect(String(port), name).toMatch(/^127\.0\.0\.1:/);
+    }
+
+    // One image, built once from the checkout's Dockerfile, run by the sandbox and the shards.
+    const builders = Object.entries<any>(services).filter(([, svc]) => svc.build !== undefined);
+    expect(builders).toHaveLength(1);
+    const [, builder] = builders[0] as [string, any];
+    const context = typeof builder.build === "string" ? builder.build : builder.build.context;
+    expect(existsSync(join(EXAMPLES, context, "Dockerfile")), `${context}/Dockerfile`).toBe(true);
+    for (const line of [sandbox, ...runs]) expect(services[line.unit as string].image).toBe(builder.image);
+
+    // The inline manifest is the same for every shard, plans offline, and gives each shard work.
+    const manifests = new Set(
+      runs.map((l) => {
+        const source = services[l.unit as string].configs.find((c: any) => c.target === l.argv[1]).source;
+        return compose.configs[source].content as string;
+      }),
+    );
+    expect(manifests.size).toBe(1);
+    const tally = await planShards(dir.path, [...manifests][0] as string, total);
+    for (const r of tally) expect(r.jobs, `shard ${r.index} has jobs`).toBeGreaterThan(0);
+
+    // The sandbox's key appears nowhere but in services that talk to the sandbox.
+    for (const [name, svc] of Object.entries<any>(services)) {
+      const env = composeEnvironment(svc.environment, COMPOSE_SHELL);
+      if (Object.values(env).includes(SANDBOX_KEY)) {
+        expect(hostOf(env.CLAPPER_BASE_URL), name).toBe(sandbox.unit);
+      }
+    }
   });
 });
