@@ -6,12 +6,14 @@ import { realpath } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { RunState } from "../engine/state.js";
 import { type LoadedManifest, loadManifest, type ManifestInfo, type Problem } from "../manifest/index.js";
+import { isS3State, parseS3State } from "./state-location.js";
 
 export interface LocatedRun {
   loaded: LoadedManifest;
   manifest: ManifestInfo;
   /** The manifest's real path: what the state records as its owner. */
   realPath: string;
+  /** The journal file, or s3://BUCKET/PREFIX. */
   statePath: string;
 }
 
@@ -19,6 +21,11 @@ export type Located = { ok: true; run: LocatedRun } | { ok: false; errors: Probl
 
 export function defaultStatePath(manifestDir: string, name: string): string {
   return join(manifestDir, ".clapper", name, "state.jsonl");
+}
+
+/** `--state`: a file relative to cwd, or s3://BUCKET/PREFIX as one spelling (the lock is named by it). */
+function statePlace(state: string, cwd: string): string {
+  return isS3State(state) ? parseS3State(state).uri : resolve(cwd, state);
 }
 
 /**
@@ -31,7 +38,7 @@ export async function locateRun(o: { manifest: string; cwd: string; state?: stri
     return { ok: false, errors: loaded.errors, warnings: loaded.warnings };
   }
   const manifest = loaded.manifest;
-  const statePath = o.state ? resolve(o.cwd, o.state) : defaultStatePath(manifest.dir, manifest.name);
+  const statePath = o.state ? statePlace(o.state, o.cwd) : defaultStatePath(manifest.dir, manifest.name);
   const realPath = await realpath(manifest.path).catch(() => manifest.path);
   return { ok: true, run: { loaded, manifest, realPath, statePath } };
 }
@@ -49,6 +56,13 @@ export function checkOwner(state: RunState, located: LocatedRun): Ownership {
   // No owner recorded (a new state, or one older than this rule): the run records this manifest.
   if (owner === undefined || owner === located.realPath) return {};
   const name = located.manifest.name;
+  // A state in S3 is shared by pods whose checkouts lie anywhere: a path of another machine says
+  // nothing here, whether it exists or not.
+  if (isS3State(located.statePath)) {
+    return {
+      warning: `the state ${located.statePath} was last run from ${owner}; ${located.manifest.display} goes on with it`,
+    };
+  }
   if (existsSync(owner)) {
     return {
       refuse: `the state ${located.statePath} belongs to ${owner}, another manifest named "${name}": two manifests with one name would share state and outputs; give this one another name (name: ...), or its own --state and --output`,

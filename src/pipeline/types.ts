@@ -29,6 +29,15 @@ export interface StateStore {
   close(): Promise<void>;
 }
 
+/** What opening the state may need besides its path. */
+export interface StateOpenOptions {
+  /** The run lock's fencing token and its coordinator's data generation (a state in S3 names its writes by it). */
+  fence?: number;
+  generation?: string;
+  /** The S3 client's settings (`--s3-endpoint`), for a state in S3. */
+  s3?: S3ClientOptions;
+}
+
 /** Tasks in flight per service, around each job's life. */
 export interface RunGate {
   video: { tasks: TaskLimit };
@@ -42,7 +51,7 @@ export interface RunGate {
  */
 export interface Seams {
   lock(path: string, options: LockOptions): Promise<Lock>;
-  openState(path: string): Promise<StateStore>;
+  openState(path: string, options?: StateOpenOptions): Promise<StateStore>;
   ledger(input: LedgerInput): PointsLedger | Promise<PointsLedger>;
   /** With a coordinator and a `budget.pool`: what the pool has committed in its current period. */
   pool?(): Promise<PoolStanding | undefined>;
@@ -100,7 +109,7 @@ export interface RunOptions {
   staging?: string;
   /** S3-compatible endpoint (`--s3-endpoint`); otherwise the AWS SDK's configuration. */
   s3?: S3ClientOptions;
-  /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
+  /** Journal file, or s3://BUCKET/PREFIX; default `.clapper/<name>/state.jsonl` beside the manifest. */
   statePath?: string;
   /** Take the run's lock even when another process seems to hold it (`--break-lock`). */
   breakLock?: boolean;

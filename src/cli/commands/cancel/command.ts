@@ -1,11 +1,16 @@
 // `clapper cancel MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { manifestArg, stateFlag } from "../flags.js";
+import { manifestArg, s3Flags, s3Options, stateFlag } from "../flags.js";
 
-export const cancel = defineCommand<{ manifest: string; state?: string }>({
+export const cancel = defineCommand<{
+  manifest: string;
+  state?: string;
+  "s3-endpoint"?: string;
+  "s3-path-style"?: boolean;
+}>({
   command: "cancel <manifest>",
   describe: "cancel the run's tasks still in flight (the next run records what became of them)",
-  builder: (y, option) => stateFlag(manifestArg(y), option),
+  builder: (y, option) => s3Flags(stateFlag(manifestArg(y), option), option),
   async handler(args, rt) {
     const { cancelRun } = await import("./index.js");
     const { sandboxStatePath } = await import("../run/state.js");
@@ -13,13 +18,12 @@ export const cancel = defineCommand<{ manifest: string; state?: string }>({
       manifest: args.manifest,
       cwd: process.cwd(),
       state: args.state,
+      s3: s3Options(args),
       signal: rt.signal,
       connect: async (located) =>
         rt.tagged(
           await rt.connect(args, rt.env, rt.logger(), {
-            ...(args.sandbox
-              ? { sandboxStateFile: args["sandbox-state"] ?? sandboxStatePath(located.statePath) }
-              : {}),
+            ...(args.sandbox ? { sandboxStateFile: args["sandbox-state"] ?? sandboxStatePath(located) } : {}),
           }),
         ),
     });

@@ -1,6 +1,6 @@
 // `clapper report MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { manifestArg, outputFlag, stateFlag } from "../flags.js";
+import { manifestArg, outputFlag, s3Flags, s3Options, stateFlag } from "../flags.js";
 
 interface ReportArgs {
   manifest: string;
@@ -14,15 +14,7 @@ export const report = defineCommand<ReportArgs>({
   command: "report <manifest>",
   describe: "write report.json, report.md and junit.xml again from the run's state",
   builder(y, option) {
-    const b = outputFlag(stateFlag(manifestArg(y), option), option, "the run's");
-    return option(
-      option(b, "s3-endpoint", { type: "string", describe: "S3-compatible endpoint" }),
-      "s3-path-style",
-      {
-        type: "boolean",
-        describe: "path-style S3 addressing",
-      },
-    );
+    return s3Flags(outputFlag(stateFlag(manifestArg(y), option), option, "the run's"), option);
   },
   async handler(args, rt) {
     const { rewriteReport } = await import("./index.js");
@@ -32,10 +24,7 @@ export const report = defineCommand<ReportArgs>({
       env: rt.env,
       state: args.state,
       output: args.output,
-      s3: {
-        ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
-        ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
-      },
+      s3: s3Options(args),
     });
     return { code: 0, json: report, text: uris.join("\n") };
   },

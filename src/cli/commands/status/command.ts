@@ -1,14 +1,24 @@
 // `clapper status MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { manifestArg, stateFlag } from "../flags.js";
+import { manifestArg, s3Flags, s3Options, stateFlag } from "../flags.js";
 
-export const status = defineCommand<{ manifest: string; state?: string }>({
+export const status = defineCommand<{
+  manifest: string;
+  state?: string;
+  "s3-endpoint"?: string;
+  "s3-path-style"?: boolean;
+}>({
   command: "status <manifest>",
   describe: "where the run stands, from its state (offline)",
-  builder: (y, option) => stateFlag(manifestArg(y), option),
+  builder: (y, option) => s3Flags(stateFlag(manifestArg(y), option), option),
   async handler(args) {
     const { status, renderStatus } = await import("./index.js");
-    const report = await status({ manifest: args.manifest, cwd: process.cwd(), state: args.state });
+    const report = await status({
+      manifest: args.manifest,
+      cwd: process.cwd(),
+      state: args.state,
+      s3: s3Options(args),
+    });
     return { code: 0, json: report, text: renderStatus(report) };
   },
 });

@@ -1,5 +1,6 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
 import type { Report } from "../../../pipeline/report.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { table } from "../../output.js";
 import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
 
@@ -15,9 +16,10 @@ export async function status(o: {
   manifest: string;
   cwd: string;
   state?: string | undefined;
+  s3?: S3ClientOptions;
 }): Promise<StatusReport> {
   const located = await locate(o.manifest, o.cwd, o);
-  const state = await ownState(located);
+  const state = await ownState(located, o.s3);
   const report = reportFromState(located, state);
   if (!neverRun(state)) return report;
   return {
