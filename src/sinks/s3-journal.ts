@@ -390,14 +390,17 @@ export class S3Journal<S, R> {
     for (const op of this.queue.splice(0)) op.resolve();
   }
 
-  /** Snapshots the state as of every record appended so far; the covered objects are deleted. */
+  /**
+   * Snapshots the state as of every record appended so far; the covered objects are deleted. Never
+   * rejects: a compaction that fails only leaves more to read.
+   */
   compact(): Promise<void> {
     if (this.frozen || this.broken !== undefined || this.closed) return Promise.resolve();
     this.compactQueued = true;
     // Taken now: it holds exactly the records appended so far, whose lines are ahead of it.
     const state = JSON.stringify(this.state);
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ kind: "compact", state, resolve, reject });
+    return new Promise<void>((resolve) => {
+      this.queue.push({ kind: "compact", state, resolve, reject: () => resolve() });
       this.kick();
     });
   }

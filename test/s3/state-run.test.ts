@@ -86,7 +86,9 @@ describe.skipIf(!HAVE_REDIS)(`a state in S3 (${HAVE_REDIS ? "redis-server" : red
     return JSON.parse(found.text) as Report;
   };
 
-  it("refuses --state s3:// without --coordinator (exit 2, both flags named) and a bad address, having created nothing", async () => {
+  it("refuses --state s3:// without --coordinator (exit 2, both flags named), a bad address, a missing bucket and an unreachable store, having created nothing", {
+    timeout: 90_000,
+  }, async () => {
     const sb = await sandbox(0.02);
     const w = await space("no-coord", 2);
     const state = `s3://${BUCKET}/states/no-coord`;
@@ -101,10 +103,28 @@ describe.skipIf(!HAVE_REDIS)(`a state in S3 (${HAVE_REDIS ? "redis-server" : red
       expect(b.code, `${bad}: ${b.messages.join("\n")}`).toBe(2);
       expect(b.messages.join("\n"), bad).toContain("--state");
     }
+    // A bucket that does not exist (a setting: exit 2), a store that does not answer (exit 6): both
+    // found before anything is submitted, and named.
+    const noBucket = await cli(
+      ["run", w.manifest, ...FLAGS, "--state", "s3://no-such-bucket/x", "--coordinator", redis.url],
+      { cwd: w.dir, env: env(sb) },
+    ).done;
+    expect(noBucket.code, noBucket.messages.join("\n")).toBe(2);
+    expect(noBucket.messages.join("\n")).toMatch(
+      /s3:\/\/no-such-bucket\/x\/journal\/.*nothing was submitted/,
+    );
+    const down = await cli(["run", w.manifest, ...FLAGS, "--state", state, "--coordinator", redis.url], {
+      cwd: w.dir,
+      env: env(sb, { AWS_ENDPOINT_URL_S3: "http://127.0.0.1:1" }),
+    }).done;
+    expect(down.code, down.messages.join("\n")).toBe(6);
+    expect(down.messages.join("\n")).toMatch(
+      /s3:\/\/clapper-out\/states\/no-coord\/journal\/.*nothing was submitted/,
+    );
     expect((await sb.stats()).tasks_created).toEqual({ video: 0, speech: 0 });
     expect(await store.list("states/no-coord")).toEqual([]);
-    // Nothing local either: no state folder beside the manifest.
-    expect(await readdir(w.dir)).toEqual(["no-coord.yaml"]);
+    // No state folder beside the manifest either (the output's folder was proved writable).
+    expect(await readdir(w.dir)).not.toContain(".clapper");
   });
 
   it("runs with its state in S3 and nothing on disk; status, report and cancel read it from another folder", {
