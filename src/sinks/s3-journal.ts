@@ -243,7 +243,7 @@ export class S3Journal<S, R> {
     const listed = await this.list();
     let top: Claim | undefined;
     for (const o of listed) if (o.kind === "claim" && (!top || o.fence > top.fence)) top = o;
-    const highest = Math.max(0, ...listed.map((o) => o.fence));
+    const highest = listed.reduce((max, o) => Math.max(max, o.fence), 0);
     let offset = 0;
     let sameGeneration = true;
     if (top) {
