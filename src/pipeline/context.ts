@@ -16,6 +16,7 @@ import type { ProgressFeed } from "./feed.js";
 import type { Halt } from "./halt.js";
 import { errorInfo } from "./jobs.js";
 import { outputs } from "./outputs.js";
+import { isS3State } from "./state-location.js";
 import type { RunOptions, RunOutcome, Seams, StateStore } from "./types.js";
 
 /** How long a service may answer nothing but 5xx and 429 before the run stops for it (exit 6). */
@@ -29,6 +30,12 @@ export class StateFolderError extends Error {
 /** Today's seams: a lease file, the journal file, a ledger in this process, the folder or S3. */
 export const DEFAULT_SEAMS: Seams = {
   async lock(path, options) {
+    // A state in S3 has no folder for a lock file; its lock is the coordinator's.
+    if (isS3State(path)) {
+      throw new StateFolderError(
+        `--state ${path.replace(/\.lock$/, "")}: a state in S3 is locked through the coordinator: pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL)`,
+      );
+    }
     try {
       await mkdir(dirname(path), { recursive: true });
     } catch (error) {
@@ -39,7 +46,11 @@ export const DEFAULT_SEAMS: Seams = {
     }
     return acquireLock(path, options);
   },
-  async openState(path) {
+  async openState(path, options) {
+    if (isS3State(path)) {
+      const { openS3State } = await import("./state-store.js");
+      return openS3State(path, options);
+    }
     const journal = await Journal.open<RunState, RunRecord>({
       path,
       initial: initialState,

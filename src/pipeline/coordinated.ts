@@ -21,6 +21,7 @@ import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
 import type { Sightings } from "../engine/tracker.js";
 import type { BudgetPool } from "../manifest/index.js";
 import { DEFAULT_SEAMS } from "./context.js";
+import { isS3State } from "./state-location.js";
 import type { LedgerInput, Seams } from "./types.js";
 
 export interface CoordinatedOptions {
@@ -103,7 +104,9 @@ function sightingsOf<T>(
  * The run's lock as a lease in Redis, named by the state's path: a dead container's lock is gone
  * once its lease runs out, with no file left behind to judge. The lock file beside the state is
  * taken too, so that a command run without the coordinator on the same state (`report`, a run
- * whose shell lacks CLAPPER_REDIS_URL) is refused rather than let in beside this one.
+ * whose shell lacks CLAPPER_REDIS_URL) is refused rather than let in beside this one. A state in
+ * S3 has no folder beside it: the coordinator's lock is its only one (a run on it without the
+ * coordinator is refused before it starts).
  */
 async function coordinatedLock(o: CoordinatedOptions, path: string, options: LockOptions): Promise<Lock> {
   let held: CoordLock;
@@ -121,25 +124,29 @@ async function coordinatedLock(o: CoordinatedOptions, path: string, options: Loc
       throw new LockHeldError(path, undefined, 0, 0, false, error.message);
     throw error;
   }
-  let file: Lock;
+  let file: Lock | undefined;
   try {
-    file = await DEFAULT_SEAMS.lock(path, options);
+    if (!isS3State(path)) file = await DEFAULT_SEAMS.lock(path, options);
   } catch (error) {
     await held.release();
     throw error;
   }
   return {
     path,
-    owner: file.owner,
-    replaced: file.replaced,
+    owner: file?.owner ?? {
+      pid: held.owner.pid,
+      host: held.owner.host,
+      started_at: held.owner.started,
+    },
+    replaced: file?.replaced,
     get lost() {
-      return held.lost || file.lost;
+      return held.lost || file?.lost === true;
     },
     fence: held.fence,
     generation: o.coordinator.generation,
     // Given back in reverse order.
     async release() {
-      await file.release();
+      await file?.release();
       await held.release();
     },
   };

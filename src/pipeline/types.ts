@@ -32,6 +32,15 @@ export interface StateStore {
   close(): Promise<void>;
 }
 
+/** What opening the state may need besides its path. */
+export interface StateOpenOptions {
+  /** The run lock's fencing token and its coordinator's data generation (a state in S3 names its writes by it). */
+  fence?: number;
+  generation?: string;
+  /** The S3 client's settings (`--s3-endpoint`), for a state in S3. */
+  s3?: S3ClientOptions;
+}
+
 /** Tasks in flight per service, around each job's life. */
 export interface RunGate {
   video: { tasks: TaskLimit };
@@ -45,7 +54,7 @@ export interface RunGate {
  */
 export interface Seams {
   lock(path: string, options: LockOptions): Promise<Lock>;
-  openState(path: string): Promise<StateStore>;
+  openState(path: string, options?: StateOpenOptions): Promise<StateStore>;
   ledger(input: LedgerInput): PointsLedger | Promise<PointsLedger>;
   /** With a coordinator: what the account's other processes read of tasks, and what this one reads. */
   sightings?: { video: Sightings<VideoTask>; speech: Sightings<SpeechTask> };
@@ -110,7 +119,7 @@ export interface RunOptions {
   staging?: string;
   /** S3-compatible endpoint (`--s3-endpoint`); otherwise the AWS SDK's configuration. */
   s3?: S3ClientOptions;
-  /** Journal file; default `.clapper/<name>/state.jsonl` beside the manifest. */
+  /** Journal file, or s3://BUCKET/PREFIX; default `.clapper/<name>/state.jsonl` beside the manifest. */
   statePath?: string;
   /** Work on one shard of the manifest (its own state and reports); ignored when `located` is given. */
   shard?: Shard;

@@ -24,7 +24,8 @@ let clientS3: typeof ClientS3 | undefined;
 let libStorage: typeof LibStorage | undefined;
 let presigner: typeof Presigner | undefined;
 
-function sdk(): typeof ClientS3 {
+/** The SDK's commands, loaded on first use (the state store in S3 sends its own). */
+export function sdk(): typeof ClientS3 {
   clientS3 ??= load("@aws-sdk/client-s3") as typeof ClientS3;
   return clientS3;
 }
@@ -367,7 +368,7 @@ export class S3StoreError extends Error {
  * Says what was being done to which object. The SDK's own messages can be bare: an error answer to
  * a HEAD has no body, so it arrives as "UnknownError" with nothing but its HTTP status.
  */
-function storeError(error: unknown, doing: string): Error {
+export function storeError(error: unknown, doing: string): Error {
   if (!(error instanceof Error) || error.name === "AbortError") return error as Error;
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
   const bare = !error.message || error.message === error.name || error.message === "UnknownError";

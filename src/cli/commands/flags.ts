@@ -10,6 +10,7 @@ import {
   type Shard,
   ShardError,
 } from "../../pipeline/shard.js";
+import { checkStateFlag } from "../../pipeline/state-location.js";
 import { ExitError } from "../errors.js";
 import type { AddOption } from "../options.js";
 import { ValueError } from "../values.js";
@@ -31,9 +32,33 @@ export function manifestArg<T>(y: Argv<T>) {
 
 export function stateFlag<T>(y: Argv<T>, option: AddOption, what = "read"): Argv<T> {
   return option(y, "state", {
-    type: "string",
-    describe: `the run's state file to ${what} (default: .clapper/NAME/state.jsonl beside the manifest)`,
+    type: "value",
+    // An s3:// state is checked as typed: a typo is a usage error before anything is read.
+    parse: (raw, name) => {
+      try {
+        return checkStateFlag(raw);
+      } catch (error) {
+        throw new ValueError(`${name}: ${(error as Error).message}`);
+      }
+    },
+    describe: `the run's state file to ${what}, or s3://BUCKET/PREFIX (default: .clapper/NAME/state.jsonl beside the manifest)`,
   });
+}
+
+/** The S3 client's flags, for the commands that read an output or a state in S3 (report, status, cancel). */
+export function s3Flags<T>(y: Argv<T>, option: AddOption): Argv<T> {
+  const b = option(y, "s3-endpoint", { type: "string", describe: "S3-compatible endpoint" });
+  return option(b, "s3-path-style", { type: "boolean", describe: "path-style S3 addressing" });
+}
+
+export function s3Options(args: {
+  "s3-endpoint"?: string | undefined;
+  "s3-path-style"?: boolean | undefined;
+}) {
+  return {
+    ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
+    ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
+  };
 }
 
 export function outputFlag<T>(y: Argv<T>, option: AddOption, what: string): Argv<T> {

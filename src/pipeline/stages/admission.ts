@@ -9,6 +9,7 @@ import type { PointsLedger } from "../../engine/ledger.js";
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
 import type { Job } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
+import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
 import { type Admission, admit } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
@@ -46,14 +47,27 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const listener = await listen(ctx, statePath);
   if (listener && "exitCode" in listener) return listener;
 
-  const store = await ctx.seams.openState(statePath);
-  ctx.store = store;
-  ctx.defer(() => store.close());
-  if (opened.lockLost.aborted) store.freeze();
   // Fencing: a later holder of the coordinator's lock wrote here, so this one's lease ran out.
   // Tokens of another generation of the coordinator's data (it lost them) are not compared.
   const fence = opened.lock.fence;
   const generation = opened.lock.generation;
+  let store: StateStore;
+  try {
+    store = await ctx.seams.openState(statePath, {
+      ...(fence !== undefined ? { fence } : {}),
+      ...(generation !== undefined ? { generation } : {}),
+      ...(options.s3 ? { s3: options.s3 } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof StateStoreError)) throw error;
+    // Nothing was written and nothing submitted.
+    if (error.kind === "unreachable") ctx.halt.unreachable(error);
+    const exitCode = { unreachable: 6, refused: 2, damaged: 2, superseded: 5 }[error.kind] as 2 | 5 | 6;
+    return { exitCode, message: `${error.message}; nothing was submitted`, statePath };
+  }
+  ctx.store = store;
+  ctx.defer(() => store.close());
+  if (opened.lockLost.aborted) store.freeze();
   const lostData =
     generation !== undefined &&
     store.state.fence_generation !== undefined &&

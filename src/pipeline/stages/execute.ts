@@ -7,6 +7,7 @@ import { SpeechPricer } from "../../engine/pricing.js";
 import type { JobState } from "../../engine/state.js";
 import { DEFAULT_TRACK_OPTIONS, SpeechPoller, VideoPoller } from "../../engine/tracker.js";
 import type { Job } from "../../manifest/index.js";
+import { StateStoreError } from "../../sinks/s3-journal.js";
 import type { RunContext } from "../context.js";
 import { errorInfo, JobRunner } from "../jobs.js";
 import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
@@ -81,9 +82,11 @@ export async function execute(
 
   const statePath = opened.located.statePath;
   if (ctx.broken) {
+    // A state in S3 that cannot be reached is a store that is gone, as for the output (exit 6).
+    const gone = ctx.broken instanceof StateStoreError && ctx.broken.kind === "unreachable";
     return {
-      exitCode: 1,
-      message: `the run's state could not be written (${errorInfo(ctx.broken).message}); it stopped: run again once the disk is fixed (creates in flight are sent again with their keys)`,
+      exitCode: gone ? 6 : 1,
+      message: `the run's state could not be written (${errorInfo(ctx.broken).message}); it stopped: run again once ${gone ? "the store is reachable" : "the disk is fixed"} (creates in flight are sent again with their keys)`,
       statePath,
     };
   }

@@ -1,11 +1,26 @@
 // `clapper cancel MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { chosenShard, manifestArg, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
+import {
+  chosenShard,
+  manifestArg,
+  type ShardArgs,
+  s3Flags,
+  s3Options,
+  shardFlags,
+  stateFlag,
+} from "../flags.js";
 
-export const cancel = defineCommand<{ manifest: string; state?: string } & ShardArgs>({
+export const cancel = defineCommand<
+  {
+    manifest: string;
+    state?: string;
+    "s3-endpoint"?: string;
+    "s3-path-style"?: boolean;
+  } & ShardArgs
+>({
   command: "cancel <manifest>",
   describe: "cancel the run's tasks still in flight (the next run records what became of them)",
-  builder: (y, option) => shardFlags(stateFlag(manifestArg(y), option), option),
+  builder: (y, option) => shardFlags(s3Flags(stateFlag(manifestArg(y), option), option), option),
   async handler(args, rt) {
     const { cancelRun } = await import("./index.js");
     const { sandboxStatePath } = await import("../run/state.js");
@@ -14,13 +29,12 @@ export const cancel = defineCommand<{ manifest: string; state?: string } & Shard
       cwd: process.cwd(),
       state: args.state,
       shard: chosenShard(args, rt.env),
+      s3: s3Options(args),
       signal: rt.signal,
       connect: async (located) =>
         rt.tagged(
           await rt.connect(args, rt.env, rt.logger(), {
-            ...(args.sandbox
-              ? { sandboxStateFile: args["sandbox-state"] ?? sandboxStatePath(located.statePath) }
-              : {}),
+            ...(args.sandbox ? { sandboxStateFile: args["sandbox-state"] ?? sandboxStatePath(located) } : {}),
           }),
         ),
     });

@@ -4,6 +4,7 @@ import type { Clients } from "../../../api/index.js";
 import { openAttempt } from "../../../engine/state.js";
 import type { LocatedRun } from "../../../pipeline/locate.js";
 import type { Shard } from "../../../pipeline/shard.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { locate, neverRun, ownState } from "../run/state.js";
 
 export interface CancelRow {
@@ -23,11 +24,12 @@ export async function cancelRun(o: {
   cwd: string;
   state?: string | undefined;
   shard?: Shard | undefined;
+  s3?: S3ClientOptions;
   connect: (located: LocatedRun) => Promise<Pick<Clients, "video" | "speech"> & { close(): Promise<void> }>;
   signal?: AbortSignal;
 }): Promise<{ rows: CancelRow[]; never: boolean }> {
   const located = await locate(o.manifest, o.cwd, o);
-  const state = await ownState(located);
+  const state = await ownState(located, o.s3);
   const open = Object.values(state.jobs).flatMap((job) => {
     const attempt = openAttempt(job);
     return attempt?.taskId ? [{ job, taskId: attempt.taskId }] : [];

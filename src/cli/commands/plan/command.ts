@@ -72,7 +72,7 @@ async function sandboxState(args: GlobalArgs & PlanArgs): Promise<string | undef
     cwd: process.cwd(),
     ...(args.state ? { state: args.state } : {}),
   }).catch(() => undefined);
-  const candidate = found?.ok ? sandboxStatePath(found.run.statePath) : undefined;
+  const candidate = found?.ok ? sandboxStatePath(found.run) : undefined;
   const { existsSync } = await import("node:fs");
   return candidate && existsSync(candidate) ? candidate : undefined;
 }

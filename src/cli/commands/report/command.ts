@@ -1,6 +1,15 @@
 // `clapper report MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { chosenShard, manifestArg, outputFlag, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
+import {
+  chosenShard,
+  manifestArg,
+  outputFlag,
+  type ShardArgs,
+  s3Flags,
+  s3Options,
+  shardFlags,
+  stateFlag,
+} from "../flags.js";
 
 interface ReportArgs extends ShardArgs {
   manifest: string;
@@ -16,21 +25,13 @@ export const report = defineCommand<ReportArgs>({
   describe:
     "write report.json, report.md and junit.xml again from the run's state (a shard's with --shard; the shards' merged with --merge)",
   builder(y, option) {
-    let b = outputFlag(stateFlag(manifestArg(y), option), option, "the run's");
-    b = option(shardFlags(b, option), "merge", {
+    const b = s3Flags(outputFlag(stateFlag(manifestArg(y), option), option, "the run's"), option);
+    return option(shardFlags(b, option), "merge", {
       type: "boolean",
       default: false,
       describe:
         "merge the shards' reports (reports/shards/I-of-N in the output) into reports/report.json, report.md and junit.xml over every job",
     });
-    return option(
-      option(b, "s3-endpoint", { type: "string", describe: "S3-compatible endpoint" }),
-      "s3-path-style",
-      {
-        type: "boolean",
-        describe: "path-style S3 addressing",
-      },
-    );
   },
   async handler(args, rt) {
     const { mergeReport, rewriteReport } = await import("./index.js");
@@ -39,10 +40,7 @@ export const report = defineCommand<ReportArgs>({
       cwd: process.cwd(),
       env: rt.env,
       output: args.output,
-      s3: {
-        ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
-        ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
-      },
+      s3: s3Options(args),
     };
     if (args.merge) {
       // Every shard, so no index is needed: N from --shards, --shard's N, or the store's folders.

@@ -4,6 +4,7 @@ import { MergeError, mergeReports } from "../../../pipeline/merge.js";
 import { reportsFolder, writeReports } from "../../../pipeline/report.js";
 import { outputs } from "../../../pipeline/run.js";
 import type { Shard } from "../../../pipeline/shard.js";
+import { isS3State } from "../../../pipeline/state-location.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
@@ -21,15 +22,18 @@ export async function rewriteReport(o: {
   const located = await locate(o.manifest, o.cwd, o);
   const { manifest, statePath } = located;
   // Before any lock: a run never made has no folder to lock in, and nothing to report.
-  if (neverRun(await readState(statePath))) {
+  if (neverRun(await readState(statePath, o.s3))) {
     throw new ExitError(
       2,
       `no run of ${manifest.name} yet: nothing to report; run clapper run ${manifest.display} first`,
     );
   }
-  let lock: Awaited<ReturnType<typeof acquireLock>>;
+  // A state in S3 has no lock file; its lock is the coordinator's, named under the account (the
+  // API key's hash), which this command, reading no service, may not have. It only reads the
+  // state, and a live run writes its own reports again when it ends.
+  let lock: Awaited<ReturnType<typeof acquireLock>> | undefined;
   try {
-    lock = await acquireLock(`${statePath}.lock`);
+    if (!isS3State(statePath)) lock = await acquireLock(`${statePath}.lock`);
   } catch (error) {
     if (error instanceof LockHeldError) throw new ExitError(5, error.message);
     if (isFsError(error)) {
@@ -38,7 +42,7 @@ export async function rewriteReport(o: {
     throw error;
   }
   try {
-    const state = await ownState(located);
+    const state = await ownState(located, o.s3);
     const report = reportFromState(located, state);
     // The same output as the run's: a folder, or S3.
     const { sink } = outputs(
@@ -67,7 +71,7 @@ export async function rewriteReport(o: {
     }
     return { report, uris };
   } finally {
-    await lock.release();
+    await lock?.release();
   }
 }
 

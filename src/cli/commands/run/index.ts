@@ -5,13 +5,15 @@ import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { CoordinatorUrl } from "../../../coord/url.js";
 import { ServiceGate, type Sharing } from "../../../engine/limiter.js";
-import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
+import { DEFAULT_CEILING_RPS, type RememberedRate } from "../../../engine/rate.js";
 import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
+import { isS3State } from "../../../pipeline/state-location.js";
 import { runLedgerKey } from "../../../pipeline/types.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import type { LogFormat } from "../../logger.js";
@@ -102,18 +104,25 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         `shard ${shard.index} of ${shard.total} (${shard.source}): ${located.loaded.jobs.filter((job) => inShard(job, shard)).length} of ${located.loaded.jobs.length} jobs`,
       );
     }
+    // Checked before anything is connected: without the coordinator, nothing would lock the state.
+    if (isS3State(statePath) && !args.coordinator) {
+      return {
+        code: 2,
+        message: `--state ${statePath}: a state in S3 is locked through the coordinator (a pod has no disk to keep a lock file on): pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
+      };
+    }
     const conn = await o.connect(global, o.env, logger, {
       gate,
       ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
       ...(global.sandbox
         ? {
-            sandboxStateFile: global["sandbox-state"] ?? sandboxStatePath(statePath),
+            sandboxStateFile: global["sandbox-state"] ?? sandboxStatePath(located),
             sandboxTimeScale: args["sandbox-time-scale"],
           }
         : {}),
     });
-    const rates = ratesPath(statePath);
-    gate.resume(await readRates(rates, conn.account));
+    const rates = await rememberedRates(statePath, s3Settings(args));
+    gate.resume(await rates.read(conn.account));
     const lease = leaseFromEnv(o.env);
     if (located.manifest.pool && !args.coordinator) {
       await conn.close();
@@ -157,10 +166,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         ...(args["callback-url"]
           ? { callback: callbackOptions(args["callback-url"], args["callback-listen"]) }
           : {}),
-        s3: {
-          ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
-          ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
-        },
+        s3: s3Settings(args),
         ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
         ...(args.only ? { only: onlyIds(args.only) } : {}),
         ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
@@ -246,8 +252,41 @@ async function coordinate(
   };
 }
 
+function s3Settings(args: RunArgs): S3ClientOptions {
+  return {
+    ...(args["s3-endpoint"] ? { endpoint: args["s3-endpoint"] } : {}),
+    ...(args["s3-path-style"] !== undefined ? { forcePathStyle: args["s3-path-style"] } : {}),
+  };
+}
+
+interface RateMemory {
+  where: string;
+  read(account: string): Promise<Record<string, RememberedRate>>;
+  write(account: string, rates: Record<string, RememberedRate>): Promise<void>;
+}
+
+/** Where the rates are remembered: beside the state file, or under the prefix of a state in S3. */
+async function rememberedRates(statePath: string, s3: S3ClientOptions): Promise<RateMemory> {
+  if (isS3State(statePath)) {
+    const { s3Rates } = await import("../../../pipeline/state-store.js");
+    return s3Rates(statePath, s3);
+  }
+  const path = ratesPath(statePath);
+  return {
+    where: path,
+    read: (account) => readRates(path, account),
+    write: (account, rates) => writeRates(path, account, rates),
+  };
+}
+
 /** The rate this run found, for the next run on the account (a cache: a failure only costs time). */
-async function remember(path: string, account: string, gate: ServiceGate, logger: Logger): Promise<void> {
+async function remember(
+  memory: RateMemory,
+  account: string,
+  gate: ServiceGate,
+  logger: Logger,
+): Promise<void> {
+  const path = memory.where;
   if (gate.requests() === 0) return;
   const rates = gate.remember();
   const limited = gate.limitedCount();
@@ -259,7 +298,7 @@ async function remember(path: string, account: string, gate: ServiceGate, logger
     .join(", ");
   logger.info({ event: "rate", rates, limited, path }, `request rate: ${found}; ${limited} answered 429`);
   try {
-    await writeRates(path, account, rates);
+    await memory.write(account, rates);
   } catch (error) {
     logger.debug({ event: "rate-not-kept", path, error: (error as Error).message }, "the rate was not kept");
   }
@@ -288,6 +327,7 @@ async function locateForRun(
   }
   if (!found.ok) return { refused: manifestOutcome(args.manifest, found.errors, found.warnings) };
   const statePath = found.run.statePath;
+  if (isS3State(statePath)) return { located: found.run };
   try {
     await mkdir(dirname(statePath), { recursive: true });
   } catch (error) {

@@ -4,9 +4,11 @@ import { dirname, join } from "node:path";
 import { Journal } from "../../../engine/journal.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../../../engine/state.js";
 import type { Problem } from "../../../manifest/problems.js";
-import { checkOwner, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
+import { checkOwner, defaultStatePath, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { buildReport, type Report } from "../../../pipeline/report.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
+import { isS3State } from "../../../pipeline/state-location.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 
 /**
@@ -47,15 +49,27 @@ export function manifestExit(
 }
 
 /** The state, checked to belong to this manifest. */
-export async function ownState(located: LocatedRun): Promise<RunState> {
-  const state = await readState(located.statePath);
+export async function ownState(located: LocatedRun, s3?: S3ClientOptions): Promise<RunState> {
+  const state = await readState(located.statePath, s3);
   const owner = checkOwner(state, located);
   if (owner.refuse) throw new ExitError(2, owner.refuse);
   return state;
 }
 
-/** Reads the state without writing to it: a run may be appending right now. A missing file is a run never made. */
-export async function readState(statePath: string): Promise<RunState> {
+/**
+ * Reads the state without writing to it: a run may be appending right now. A missing file (or an
+ * empty prefix) is a run never made.
+ */
+export async function readState(statePath: string, s3?: S3ClientOptions): Promise<RunState> {
+  if (isS3State(statePath)) {
+    const { readS3State, StateStoreError } = await import("../../../pipeline/state-store.js");
+    try {
+      return await readS3State(statePath, s3);
+    } catch (error) {
+      if (!(error instanceof StateStoreError)) throw error;
+      throw new ExitError(error.kind === "unreachable" ? 6 : 2, error.message);
+    }
+  }
   try {
     return await Journal.read<RunState, RunRecord>({
       path: statePath,
@@ -79,9 +93,14 @@ export function neverRun(state: RunState): boolean {
   return state.run === undefined && Object.keys(state.jobs).length === 0;
 }
 
-/** Where `--sandbox` keeps the emulator's state for a run: beside the run's state. */
-export function sandboxStatePath(statePath: string): string {
-  return join(dirname(statePath), "sandbox.json");
+/**
+ * Where `--sandbox` keeps the emulator's state for a run: beside the run's state, or for a state in
+ * S3 in the state's default folder beside the manifest (the emulator is of this machine only).
+ */
+export function sandboxStatePath(located: LocatedRun): string {
+  const { statePath, manifest } = located;
+  const beside = isS3State(statePath) ? defaultStatePath(manifest.dir, manifest.name) : statePath;
+  return join(dirname(beside), "sandbox.json");
 }
 
 /** The report of a run as its state stands (status, report): interrupted when it began and never finished. */

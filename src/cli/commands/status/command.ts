@@ -1,11 +1,26 @@
 // `clapper status MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import { chosenShard, manifestArg, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
+import {
+  chosenShard,
+  manifestArg,
+  type ShardArgs,
+  s3Flags,
+  s3Options,
+  shardFlags,
+  stateFlag,
+} from "../flags.js";
 
-export const status = defineCommand<{ manifest: string; state?: string } & ShardArgs>({
+export const status = defineCommand<
+  {
+    manifest: string;
+    state?: string;
+    "s3-endpoint"?: string;
+    "s3-path-style"?: boolean;
+  } & ShardArgs
+>({
   command: "status <manifest>",
   describe: "where the run stands, from its state (offline)",
-  builder: (y, option) => shardFlags(stateFlag(manifestArg(y), option), option),
+  builder: (y, option) => shardFlags(s3Flags(stateFlag(manifestArg(y), option), option), option),
   async handler(args, rt) {
     const { status, renderStatus } = await import("./index.js");
     const report = await status({
@@ -13,6 +28,7 @@ export const status = defineCommand<{ manifest: string; state?: string } & Shard
       cwd: process.cwd(),
       state: args.state,
       shard: chosenShard(args, rt.env),
+      s3: s3Options(args),
     });
     return { code: 0, json: report, text: renderStatus(report) };
   },

@@ -1,6 +1,7 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
 import type { Report } from "../../../pipeline/report.js";
 import type { Shard } from "../../../pipeline/shard.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { table } from "../../output.js";
 import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
 
@@ -17,9 +18,10 @@ export async function status(o: {
   cwd: string;
   state?: string | undefined;
   shard?: Shard | undefined;
+  s3?: S3ClientOptions;
 }): Promise<StatusReport> {
   const located = await locate(o.manifest, o.cwd, o);
-  const state = await ownState(located);
+  const state = await ownState(located, o.s3);
   const report = reportFromState(located, state);
   if (!neverRun(state)) return report;
   return {
