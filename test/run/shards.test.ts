@@ -2,7 +2,7 @@
 // each, holding only the manifest), against one sandbox process, sharing one account through a
 // real redis-server and one output in a real S3 protocol server (s3rver). Every check compares
 // what the reports say with what the sandbox saw: tasks created, and the balance drop.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -203,6 +203,61 @@ describe.skipIf(!HAVE_REDIS)(`shards (${HAVE_REDIS ? "redis-server, s3rver" : re
     expect(rewritten.counts).toEqual(merged.counts);
     expect(rewritten.points).toEqual(merged.points);
     expect(rewritten.run.id).toBe(merged.run.id);
+  });
+
+  it("a shard SIGKILLed among its creates and resumed from an empty folder with --state s3:// pays for nothing twice", {
+    timeout: 120_000,
+  }, async () => {
+    const name = "podkill";
+    const text = storyboard(name, "podkill", 10);
+    const state = `s3://${BUCKET}/states/${name}`;
+    const output = `s3://${BUCKET}/podkill`;
+    const [a, b] = await Promise.all([machine(name, text), machine(name, text)]);
+    const before = await settledBalance(sb);
+    const tasksBefore = await created();
+    const lease = { ...env(), CLAPPER_LOCK_LEASE_MS: "1500" };
+    const shardArgs = (m: Machine, shard: string) => [
+      "run",
+      m.manifest,
+      ...FLAGS,
+      "--output",
+      output,
+      "--state",
+      state,
+      "--coordinator",
+      redis.url,
+      "--shard",
+      shard,
+    ];
+    // Shard 2 runs through; shard 1 is killed after its 3rd create, its folder (its pod) gone.
+    let creates = 0;
+    const [killed, other] = await Promise.all([
+      cli(shardArgs(a, "1/2"), {
+        cwd: a.dir,
+        env: lease,
+        on: (e) => (e.event === "created" && ++creates === 3 ? "SIGKILL" : undefined),
+      }).done,
+      cli(shardArgs(b, "2/2"), { cwd: b.dir, env: lease }).done,
+    ]);
+    expect(killed.signal, killed.messages.join("\n")).toBe("SIGKILL");
+    expect(other.code, other.messages.join("\n")).toBe(0);
+    await rm(a.dir, { recursive: true, force: true });
+    // Each shard's state under its own prefix.
+    const prefixes = new Set((await store.list(`states/${name}/`)).map((o) => o.key.split("/")[2]));
+    expect([...prefixes].sort()).toEqual(["shard-1-of-2", "shard-2-of-2"]);
+
+    const pod = await machine(name, text);
+    const resumed = await cli(shardArgs(pod, "1/2"), { cwd: pod.dir, env: lease }).done;
+    expect(resumed.code, resumed.messages.join("\n")).toBe(0);
+    const after = await settledBalance(sb);
+    // 10 shots, 10 lines, 3 free lines: each created once across both shards and both pods.
+    expect((await created()) - tasksBefore).toBe(23);
+    const merged = await s3Report(`podkill/${name}/reports/report.json`);
+    expect(merged.counts).toMatchObject({ total: 23, succeeded: 23 });
+    expect(merged.points.spent).toBe(before.available_points - after.available_points);
+    expect(new Set(merged.jobs.map((j) => j.task_id)).size).toBe(23);
+    // The resumed pod kept nothing on its disk.
+    expect((await readdir(pod.dir)).sort()).toEqual([`${name}.yaml`]);
   });
 
   it("a shard that does not fit what the run's shared cap has left exits 3 and creates nothing", {
