@@ -82,7 +82,10 @@ function writeCache(script, head) {
     writeFileSync(tmp, Buffer.concat([Buffer.from(`${head} ${crc32(data).toString(16)}\n`, "latin1"), data]));
     renameSync(tmp, CACHE);
   } catch {
-    // A folder this user cannot write (an image's /app): the next start compiles again.
-    rmSync(tmp, { force: true });
+    // A folder this user cannot write (an image's /app): the next start compiles again. Nothing may
+    // throw from here: this runs as the process exits, and must not change its exit code.
+    try {
+      rmSync(tmp, { force: true });
+    } catch {}
   }
 }

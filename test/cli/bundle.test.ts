@@ -139,6 +139,11 @@ describe("bin/clapper.js loads the bundle", () => {
       expect(r.code).toBe(0);
       expect(r.stdout.trim()).toBe(VERSION);
       expect(listing()).toEqual(["clapper.cjs"]);
+      // The failed write at exit changes no exit code (a usage error stays 2).
+      const usage = copy.run(["plan"], { uid: 65534 });
+      expect(usage.code).toBe(2);
+      expect(usage.stderr).toMatch(/^clapper loader: bundle, no cache\n/);
+      expect(listing()).toEqual(["clapper.cjs"]);
     }
     const r = copy.run(["--version"]);
     expect(r.stderr).toBe("clapper loader: bundle, no cache\n");
