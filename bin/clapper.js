@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The compiled CLI lives in dist/ (built by `npm install` through the prepare script).
+// The compiled CLI lives in dist/ (built by `npm install` through the prepare script): its bundle
+// with V8's code cache when they are there and current, else its ES modules (bin/load.js).
 
 // Installed before main() and kept to the end: a stop signal that comes after the work is over
 // (while the process winds down: sockets closing, logs flushing) exits at once with the run's own
@@ -58,25 +59,27 @@ const crash = (error) => {
 process.on("uncaughtException", crash);
 process.on("unhandledRejection", crash);
 
-import("../dist/cli/main.js").then(
-  ({ main }) => {
-    // From here main() listens itself (it installs its handlers before its first await).
-    handedOver = true;
-    return main(process.argv.slice(2), { earlySignal: early.signal }).then(
-      (code) => leave(code),
-      (error) => {
-        internal(error);
-        leave(70);
-      },
-    );
-  },
-  (error) => {
-    internal(
-      new Error(`cannot load the compiled CLI (dist/): ${error?.message ?? error}; run npm run build`),
-    );
-    leave(70);
-  },
-);
+import("./load.js")
+  .then(({ loadCli }) => loadCli())
+  .then(
+    ({ main }) => {
+      // From here main() listens itself (it installs its handlers before its first await).
+      handedOver = true;
+      return main(process.argv.slice(2), { earlySignal: early.signal }).then(
+        (code) => leave(code),
+        (error) => {
+          internal(error);
+          leave(70);
+        },
+      );
+    },
+    (error) => {
+      internal(
+        new Error(`cannot load the compiled CLI (dist/): ${error?.message ?? error}; run npm run build`),
+      );
+      leave(70);
+    },
+  );
 
 /**
  * Everything is done (main() awaited its work, its state and its writes; stdout and stderr are

@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN, staleBuild } from "../run/harness.js";
 import { clapper, type Folder, folder, oneJson, type Ran, smallManifest } from "./cli-process.js";
@@ -303,6 +303,7 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
       await mkdir(join(fake.path, "bin"));
       await writeFile(join(fake.path, "package.json"), '{ "type": "module" }\n');
       await copyFile(BIN, join(fake.path, "bin", "clapper.js"));
+      await copyFile(join(dirname(BIN), "load.js"), join(fake.path, "bin", "load.js"));
       const run = (args: string[]) => {
         const r = spawnSync(process.execPath, [join(fake.path, "bin", "clapper.js"), ...args], {
           encoding: "utf8",
@@ -326,6 +327,24 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
         "clapper: internal error (a bug in clapper): escaped; please report it to the clapper repository's issues",
       );
       expect(run(["--log-level", "debug"]).stderr).toMatch(/^\s+at /m);
+      // The same through the bundle: one that throws as it loads, then one whose main() throws.
+      const bundle = join(fake.path, "dist", "cli", "clapper.cjs");
+      await writeFile(bundle, '// clapper bundle 0\nthrow new Error("broken bundle");\n');
+      const broken = run(["--json"]);
+      expect(broken.code).toBe(70);
+      expect(broken.stderr).toMatch(
+        /^clapper: internal error \(a bug in clapper\): cannot load the compiled CLI \(dist\/\): broken bundle/,
+      );
+      expect(oneJson(broken).error.code).toBe(70);
+      await writeFile(
+        bundle,
+        '// clapper bundle 0\nexports.main = async () => { throw new Error("escaped the bundle"); };\n',
+      );
+      const fromBundle = run([]);
+      expect(fromBundle.code).toBe(70);
+      expect(fromBundle.stderr.trim()).toBe(
+        "clapper: internal error (a bug in clapper): escaped the bundle; please report it to the clapper repository's issues",
+      );
     } finally {
       await fake.remove();
     }

@@ -3,6 +3,12 @@
 // that talks to S3, never by a run to a local folder. Every case is the built CLI as its own
 // process, with a preload that lists every module it loads: ES modules through a loader hook,
 // CommonJS ones (the SDK, undici) from require's cache at exit.
+//
+// Both ways bin/load.js loads the CLI are checked: the bundle (dist/cli/clapper.cjs), where the
+// packages it holds (undici, zod) are no files of their own and only the ones left outside (the SDK,
+// ioredis, pino-pretty) can be seen, and the ES modules (CLAPPER_NO_BUNDLE=1), where every file is
+// seen. The S3 case is what proves the check sees the truth with the bundle: were the SDK bundled,
+// or loaded another way than by require, it would not be listed there.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -41,55 +47,83 @@ beforeAll(async () => {
 afterAll(() => dir?.remove());
 
 /** `clapper ARGS`, and the packages (node_modules names) and files of clapper's own it loaded. */
-async function loading(args: string[]): Promise<{ ran: Ran; packages: Set<string>; own: string[] }> {
+async function loading(
+  args: string[],
+  way: Way,
+): Promise<{ ran: Ran; packages: Set<string>; own: string[] }> {
   const list = join(dir.path, `loaded-${listed++}.txt`);
   const ran = await clapper(args, {
     cwd: dir.path,
-    env: { NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`, CLAPPER_TEST_LOADED: list },
+    env: {
+      NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`,
+      CLAPPER_TEST_LOADED: list,
+      CLAPPER_LOADER_REPORT: "1",
+      ...(way === "modules" ? { CLAPPER_NO_BUNDLE: "1" } : {}),
+    },
     timeoutMs: 30_000,
   });
+  // The loader's one line says which way it took (with the preload, V8 takes the cache as well).
+  expect(ran.stderr).toContain(
+    way === "bundle"
+      ? "clapper loader: bundle, cache accepted\n"
+      : "clapper loader: modules (CLAPPER_NO_BUNDLE)\n",
+  );
   const loaded = (await readFile(list, "utf8").catch(() => "")).split("\n").filter(Boolean);
   const packages = new Set(loaded.flatMap((u) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(u)?.[1] ?? []));
   const own = loaded.flatMap((u) => /\/dist\/(.+\.js)$/.exec(u)?.[1] ?? []);
   return { ran, packages, own };
 }
 
+type Way = "bundle" | "modules";
+
 const aws = (packages: Set<string>) => [...packages].filter((p) => /^@(aws-sdk|smithy)\//.test(p));
 
-describe("what a command loads", () => {
+describe.each(["bundle", "modules"] as const)("what a command loads (%s)", (way) => {
   it("a run to a local folder never loads the AWS SDK", async () => {
-    const { ran, packages } = await loading(["run", good, "--sandbox", "--json", "--log-level", "silent"]);
+    const { ran, packages } = await loading(
+      ["run", good, "--sandbox", "--json", "--log-level", "silent"],
+      way,
+    );
     expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
-    // The list holds CommonJS packages loaded through an import, as the SDK was: the HTTP client.
-    expect(packages).toContain("undici");
-    expect(packages).toContain("zod");
+    if (way === "modules") {
+      // The list holds CommonJS packages loaded through an import, as the SDK was: the HTTP client.
+      expect(packages).toContain("undici");
+      expect(packages).toContain("zod");
+    } else {
+      // In the bundle: not one file of node_modules is read for a run to a local folder.
+      expect([...packages]).toEqual([]);
+    }
     expect(aws(packages)).toEqual([]);
   }, 60_000);
 
   it("a run to S3 loads it (the check above would see it)", async () => {
-    const { ran, packages } = await loading([
-      "run",
-      good,
-      "--sandbox",
-      "--json",
-      "--log-level",
-      "silent",
-      "--output",
-      "s3://clapper-startup/out",
-      "--s3-endpoint",
-      "http://127.0.0.1:1",
-    ]);
+    const { ran, packages } = await loading(
+      [
+        "run",
+        good,
+        "--sandbox",
+        "--json",
+        "--log-level",
+        "silent",
+        "--output",
+        "s3://clapper-startup/out",
+        "--s3-endpoint",
+        "http://127.0.0.1:1",
+      ],
+      way,
+    );
     // Nothing listens there: the output's probe fails before anything is submitted.
     expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(6);
     expect(aws(packages)).toContain("@aws-sdk/client-s3");
   }, 60_000);
 
   it("--version loads the command line's own modules: no service client, manifest reader or pipeline", async () => {
-    const { ran, packages, own } = await loading(["--version"]);
+    const { ran, packages, own } = await loading(["--version"], way);
     expect(ran.code).toBe(0);
     for (const heavy of ["undici", "zod", "yaml", "csv-parse", "music-metadata", "@aws-sdk/client-s3"]) {
       expect(packages, heavy).not.toContain(heavy);
     }
+    if (way === "bundle") return; // the bundle's modules are evaluated where the modules' would be
     // Its constants may come from light modules (pipeline/types.js); not the modules that do the work.
     const work =
       /^(pipeline\/(run|plan|jobs|stages\/.+)|manifest\/index|api\/(index|http)|engine\/(journal|limiter|tracker))\.js$/;

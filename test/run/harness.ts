@@ -20,23 +20,32 @@ import type { Report } from "../../src/pipeline/report.js";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = join(ROOT, "bin/clapper.js");
+/** The compiled CLI in one file, which bin/clapper.js loads when it is current (bin/load.js). */
+export const BUNDLE = join(ROOT, "dist/cli/clapper.cjs");
 export const KEY = "sk-ml-crash";
 
-/** Source files whose compiled twin in dist/ is missing or older: the CLI under test would be stale. */
+/**
+ * Source files whose compiled twin in dist/ is missing or older: the CLI under test would be stale.
+ * The bundle that bin/clapper.js runs (dist/cli/clapper.cjs, the second step of `npm run build`)
+ * holds every module: it is listed as stale when it is missing or older than any source file.
+ */
 export function staleBuild(): string[] {
   const stale: string[] = [];
+  let newest = 0;
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
       else if (entry.name.endsWith(".ts")) {
+        const source = statSync(path).mtimeMs;
+        newest = Math.max(newest, source);
         const out = join(ROOT, "dist", relative(join(ROOT, "src"), path)).replace(/\.ts$/, ".js");
-        if (!existsSync(out) || statSync(out).mtimeMs < statSync(path).mtimeMs)
-          stale.push(relative(ROOT, path));
+        if (!existsSync(out) || statSync(out).mtimeMs < source) stale.push(relative(ROOT, path));
       }
     }
   };
   walk(join(ROOT, "src"));
+  if (!existsSync(BUNDLE) || statSync(BUNDLE).mtimeMs < newest) stale.push(relative(ROOT, BUNDLE));
   return stale;
 }
 

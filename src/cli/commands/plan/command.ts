@@ -1,5 +1,6 @@
 // `clapper plan MANIFEST`: its flags, and the plan made offline or with the services (and their
 // prices, balance, voices, skills).
+import { existsSync } from "node:fs";
 import { defineCommand, type GlobalArgs, type Runtime } from "../../command.js";
 import type { Outcome } from "../../output.js";
 import { chosenShard, manifestArg, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
@@ -73,6 +74,5 @@ async function sandboxState(args: GlobalArgs & PlanArgs): Promise<string | undef
     ...(args.state ? { state: args.state } : {}),
   }).catch(() => undefined);
   const candidate = found?.ok ? sandboxStatePath(found.run) : undefined;
-  const { existsSync } = await import("node:fs");
   return candidate && existsSync(candidate) ? candidate : undefined;
 }

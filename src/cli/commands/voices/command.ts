@@ -1,4 +1,5 @@
 // `clapper voices ...`: the subcommands' flags and handlers; the work is in ./index.ts.
+import { open } from "node:fs/promises";
 import { type CommandGroup, defineCommand, withServices } from "../../command.js";
 import { fsExit } from "../../errors.js";
 
@@ -62,7 +63,6 @@ export const voices: CommandGroup = {
 
 /** Refuses a file that cannot be opened for reading, naming it and why (exit 2). */
 async function readable(path: string, action: string): Promise<void> {
-  const { open } = await import("node:fs/promises");
   try {
     await (await open(path, "r")).close();
   } catch (error) {
