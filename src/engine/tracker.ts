@@ -362,14 +362,17 @@ abstract class Poller<T> {
    * Delivers what a list page says of every task followed, due or not: a status read is news
    * whoever asked. The tasks seen are struck from `waiting`.
    */
-  protected takePage(items: readonly T[], waiting: Set<string>): void {
+  protected takePage(items: readonly T[], waiting: Set<string>): number {
     this.sightings?.tell(items);
+    let othersOpen = 0;
     for (const task of items) {
       const id = this.idOf(task);
       waiting.delete(id);
       const entry = this.entries.get(id);
       if (entry) this.deliver(entry, task, true);
+      else if (!TERMINAL.has(this.statusOf(task))) othersOpen += 1;
     }
+    return othersOpen;
   }
 
   /** Due tasks no list page showed are asked about one by one. */
@@ -429,6 +432,9 @@ export class VideoPoller extends Poller<VideoTask> {
   protected async pollMany(due: Entry<VideoTask>[]): Promise<void> {
     const waiting = new Set(due.map((e) => e.taskId));
     const followed = this.entries.size;
+    // Open tasks of other processes on the account (shards, other runs) share the pages with this
+    // one's: each page of them is a page more that this one's tasks may be spread over.
+    let othersOpen = 0;
     const read = new Set<number>();
     let page: number | undefined = this.newestLast ? this.lastPage() : 1;
     while (page !== undefined && waiting.size > 0) {
@@ -436,8 +442,11 @@ export class VideoPoller extends Poller<VideoTask> {
       this.requests += 1;
       const list = await this.client.listPage(page, { pageSize: PAGE_SIZE }, { signal: this.signal });
       this.learn(page, list.items, list.total);
-      this.takePage(list.items, waiting);
-      const budget = Math.min(this.lastPage(), Math.ceil(followed / this.listed.pageLength) + PAGE_MARGIN);
+      othersOpen += this.takePage(list.items, waiting);
+      const budget = Math.min(
+        this.lastPage(),
+        Math.ceil((followed + othersOpen) / this.listed.pageLength) + PAGE_MARGIN,
+      );
       page = read.size < budget ? this.nextPage(read) : undefined;
     }
     await this.fallback(due, waiting);
@@ -631,6 +640,7 @@ export class SpeechPoller extends Poller<SpeechTask> {
     const waiting = new Set(due.map((e) => e.taskId));
     const oldest = Math.min(...due.map((e) => e.createdAt));
     const followed = this.entries.size;
+    let othersOpen = 0;
     let pageLength = PAGE_SIZE;
     let offset = 0;
     for (let pages = 1; waiting.size > 0; pages++) {
@@ -640,11 +650,11 @@ export class SpeechPoller extends Poller<SpeechTask> {
         { startTime: Math.max(1, oldest - 60), limit: PAGE_SIZE },
         { signal: this.signal },
       );
-      this.takePage(list.items, waiting);
+      othersOpen += this.takePage(list.items, waiting);
       offset += list.items.length;
       if (list.items.length === 0 || offset >= list.total) break;
       pageLength = Math.min(pageLength, list.items.length);
-      if (pages >= Math.ceil(followed / pageLength) + PAGE_MARGIN) break;
+      if (pages >= Math.ceil((followed + othersOpen) / pageLength) + PAGE_MARGIN) break;
     }
     await this.fallback(due, waiting);
   }
