@@ -121,18 +121,24 @@ describe("exit 6: a service that cannot be reached", () => {
       expect(outcome.message).toMatch(/http:\/\/127\.0\.0\.1:1 failed \(ECONNREFUSED\)/);
       expect(outcome.message).toMatch(/run again/);
       const retries = logs.lines().filter((l) => l.event === "retry");
-      // Reads made side by side (balance, pricing) each count their own attempts.
+      // Reads made side by side (balance, pricing) each count their own attempts. The first to give
+      // up ends the run: it logged all 8 retries; a read beside it may be a retry short when the
+      // outcome is taken (its last retry is logged after the run returned).
       const paths = [...new Set(retries.map((r) => `${r.method} ${r.path}`))];
       expect(paths.length).toBeGreaterThan(0);
+      const counts: number[] = [];
       for (const path of paths) {
         const mine = retries.filter((r) => `${r.method} ${r.path}` === path);
-        expect(mine.map((r) => r.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+        counts.push(mine.length);
+        expect(mine.map((r) => r.attempt)).toEqual(Array.from({ length: mine.length }, (_, i) => i + 1));
+        expect(mine.length).toBeGreaterThanOrEqual(7);
         for (const r of mine) {
           expect(r).toMatchObject({ level: 40, of: 9, origin: "http://127.0.0.1:1" });
           expect(r.next_delay_ms).toBeGreaterThanOrEqual(0);
           expect(r.msg).toMatch(/failed \(attempt \d of 9\); trying again in \d+\.\d s$/);
         }
       }
+      expect(Math.max(...counts)).toBe(8);
       const finished = logs.lines().find((l) => l.event === "run-finished");
       expect(finished).toMatchObject({ exit_code: 6, status: "not-started" });
     } finally {
