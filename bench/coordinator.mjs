@@ -21,22 +21,17 @@
 //
 // Exits 1 when a target is missed or a run fails. BENCH_KEEP=1 keeps the temporary folders.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { BIN, ROOT, scratch, startSandbox as start, startRedis } from "./lib.mjs";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 6000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const JOBS = Number(process.env.BENCH_JOBS ?? 600);
 const RATE = Number(process.env.BENCH_RATE ?? 40);
 const MAKESPAN_ROUNDS = Number(process.env.BENCH_MAKESPAN_ROUNDS ?? 3);
-const KEEP = process.env.BENCH_KEEP === "1";
 const KEY = "sk-ml-bench";
-const BIN = join(ROOT, "bin", "clapper.js");
 
 if (spawnSync("redis-server", ["--version"]).status !== 0) {
   console.error("bench:coordinator needs redis-server (apt-get install redis-server)");
@@ -53,53 +48,8 @@ const { ServiceGate } = await import(join(ROOT, "dist/engine/limiter.js"));
 const { connectCoordinator } = await import(join(ROOT, "dist/coord/index.js"));
 const { sharing } = await import(join(ROOT, "dist/pipeline/coordinated.js"));
 
-const dir = mkdtempSync(join(tmpdir(), "clapper-bench-coord-"));
-const children = [];
-const cleanup = () => {
-  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
-  if (!KEEP) rmSync(dir, { recursive: true, force: true });
-};
-process.on("exit", cleanup);
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    {
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
-  children.push(child);
-  await new Promise((resolve) => {
-    child.stdout.on("data", (b) => {
-      if (b.toString().includes("Ready to accept connections")) resolve();
-    });
-  });
-  return `redis://127.0.0.1:${port}`;
-}
-
-async function startSandbox(args) {
-  const child = spawn(process.execPath, [BIN, "sandbox", "--port", "0", "--key", KEY, ...args], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  children.push(child);
-  const line = await new Promise((resolve) => createInterface({ input: child.stdout }).once("line", resolve));
-  const url = /listening on (\S+)/.exec(line)?.[1];
-  if (!url) throw new Error(`unexpected sandbox line: ${line}`);
-  return { url, close: () => child.kill("SIGTERM") };
-}
+const { dir, children } = scratch("clapper-bench-coord-");
+const startSandbox = (args) => start(children, KEY, args);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -213,7 +163,7 @@ async function makespan(round, parts, redisUrl) {
 
 // ---------------------------------------------------------------- main
 
-const redisUrl = await startRedis();
+const redisUrl = await startRedis(children);
 const sandbox = await startSandbox([]);
 let ok = true;
 

@@ -14,21 +14,16 @@
 // slower in total than one process (within 10%), and 429s under 3% of the requests.
 // Exits 1 when a target is missed or a run fails. BENCH_KEEP=1 keeps the temporary folders.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { BIN, ROOT, scratch, startSandbox as start, startRedis } from "./lib.mjs";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JOBS = Number(process.env.BENCH_JOBS ?? 2000);
 const SHARDS = Number(process.env.BENCH_SHARDS ?? 4);
 const RATE = Number(process.env.BENCH_RATE ?? 40);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
-const KEEP = process.env.BENCH_KEEP === "1";
 const KEY = "sk-ml-bench";
-const BIN = join(ROOT, "bin", "clapper.js");
 
 if (spawnSync("redis-server", ["--version"]).status !== 0) {
   console.error("bench:shards needs redis-server (apt-get install redis-server)");
@@ -39,49 +34,8 @@ if (!existsSync(join(ROOT, "dist", "pipeline", "shard.js"))) {
   process.exit(2);
 }
 
-const dir = mkdtempSync(join(tmpdir(), "clapper-bench-shards-"));
-const children = [];
-process.on("exit", () => {
-  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
-  if (!KEEP) rmSync(dir, { recursive: true, force: true });
-});
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  children.push(child);
-  await new Promise((resolve) => {
-    child.stdout.on("data", (b) => {
-      if (b.toString().includes("Ready to accept connections")) resolve();
-    });
-  });
-  return `redis://127.0.0.1:${port}`;
-}
-
-async function startSandbox() {
-  const args = ["sandbox", "--port", "0", "--key", KEY, "--time-scale", "0.02", "--rate-limit", String(RATE)];
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "inherit"] });
-  children.push(child);
-  const line = await new Promise((resolve) => createInterface({ input: child.stdout }).once("line", resolve));
-  const url = /listening on (\S+)/.exec(line)?.[1];
-  if (!url) throw new Error(`unexpected sandbox line: ${line}`);
-  return { url, close: () => child.kill("SIGTERM") };
-}
+const { dir, children } = scratch("clapper-bench-shards-");
+const startSandbox = () => start(children, KEY, ["--time-scale", "0.02", "--rate-limit", String(RATE)]);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -187,7 +141,7 @@ async function side(round, shards, redisUrl) {
   };
 }
 
-const redisUrl = await startRedis();
+const redisUrl = await startRedis(children);
 console.log(
   `bench:shards: ${JOBS} jobs, sandbox at time scale 0.02 limited to ${RATE} requests/s, 1 process vs ${SHARDS} shards with --coordinator, ${ROUNDS} rounds alternated`,
 );

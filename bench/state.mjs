@@ -12,21 +12,15 @@
 //
 // Exits 1 when a run fails. BENCH_KEEP=1 keeps the temporary folders.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import S3rver from "s3rver";
+import { BIN, ROOT, scratch, startSandbox as start, startRedis } from "./lib.mjs";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JOBS = Number(process.env.BENCH_JOBS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const LATENCY_MS = Number(process.env.BENCH_S3_LATENCY_MS ?? 20);
-const KEEP = process.env.BENCH_KEEP === "1";
 const KEY = "sk-ml-bench";
-const BIN = join(ROOT, "bin", "clapper.js");
 const BUCKET = "clapper-bench";
 
 if (spawnSync("redis-server", ["--version"]).status !== 0) {
@@ -38,53 +32,8 @@ if (!existsSync(join(ROOT, "dist", "sinks", "s3-journal.js"))) {
   process.exit(2);
 }
 
-const dir = mkdtempSync(join(tmpdir(), "clapper-bench-state-"));
-const children = [];
-const cleanup = () => {
-  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
-  if (!KEEP) rmSync(dir, { recursive: true, force: true });
-};
-process.on("exit", cleanup);
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  children.push(child);
-  await new Promise((resolve) => {
-    child.stdout.on("data", (b) => {
-      if (b.toString().includes("Ready to accept connections")) resolve();
-    });
-  });
-  return `redis://127.0.0.1:${port}`;
-}
-
-async function startSandbox() {
-  const child = spawn(
-    process.execPath,
-    [BIN, "sandbox", "--port", "0", "--key", KEY, "--time-scale", "0.02", "--allow-private-urls"],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  children.push(child);
-  const line = await new Promise((resolve) => createInterface({ input: child.stdout }).once("line", resolve));
-  const url = /listening on (\S+)/.exec(line)?.[1];
-  if (!url) throw new Error(`unexpected sandbox line: ${line}`);
-  return { url, close: () => child.kill("SIGTERM") };
-}
+const { dir, children } = scratch("clapper-bench-state-");
+const startSandbox = () => start(children, KEY, ["--time-scale", "0.02", "--allow-private-urls"]);
 
 /** s3rver with every request delayed by LATENCY_MS and logged. */
 async function startStore() {
@@ -144,7 +93,7 @@ function runCli(args, cwd, env) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const redis = await startRedis();
+const redis = await startRedis(children);
 const store = await startStore();
 const results = { local: [], s3: [] };
 const counts = [];
