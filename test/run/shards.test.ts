@@ -101,7 +101,7 @@ describe.skipIf(!HAVE_REDIS)(`shards (${HAVE_REDIS ? "redis-server, s3rver" : re
    * kept there leaves the folder in place (S3 itself has no folders).
    */
   const shared = async (prefix: string, name: string) => {
-    await store.put(`${prefix}/${name}/.keep`, "");
+    await store.put(`${prefix}/${name}/.keep`, "kept so that the folder stays");
     return `s3://${BUCKET}/${prefix}`;
   };
   const created = async () => {
