@@ -14,6 +14,8 @@ export interface BudgetView {
   spent: number;
   /** Reservations held now. */
   reservations: number;
+  /** Points held ahead by admitted processes that have not reserved them yet (a shard's estimate). */
+  held: number;
 }
 
 /** At most this many ledgers are read (an account's pools and recent runs are far fewer). */
@@ -27,9 +29,9 @@ export async function readBudgets(link: Link, only?: readonly string[]): Promise
   for (let i = 0; i < keys.length; i += 100) {
     const batch = keys.slice(i, i + 100);
     const rows = (await link.script("clapperLedgerView", batch, [link.now(), link.keys.prefix])) as Array<
-      [string, string[], number]
+      [string, string[], number, string?]
     >;
-    for (const [, flat, open] of rows) {
+    for (const [, flat, open, held] of rows) {
       const h: Record<string, string> = {};
       for (let j = 0; j + 1 < flat.length; j += 2) h[flat[j] as string] = flat[j + 1] as string;
       const kind = h.kind === "pool" ? "pool" : "run";
@@ -41,6 +43,7 @@ export async function readBudgets(link: Link, only?: readonly string[]): Promise
         reserved: round(Number(h.reserved ?? 0)),
         spent: round(Number(h.spent ?? 0)),
         reservations: Number(open),
+        held: round(Number(held ?? 0)),
       });
     }
   }

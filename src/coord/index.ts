@@ -10,7 +10,7 @@
 
 import type { RateSettings } from "../engine/rate.js";
 import { type BudgetView, readBudgets } from "./budgets.js";
-import { type LedgerSpec, openLedger, type SharedLedger } from "./ledger.js";
+import { type LedgerSpec, openLedger, RUN_TTL_MS, type SharedLedger } from "./ledger.js";
 import { Link, type LinkOptions } from "./link.js";
 import { acquireCoordLock, type CoordLock, type LockOptions } from "./lock.js";
 import { RedisSharedRate, type SharedRate } from "./shared-rate.js";
@@ -139,6 +139,32 @@ export class Coordinator {
     )) as [[unknown, number], unknown, [unknown, number]];
     // Every shard that finds the set complete merges: a merge is written whole, so a second one is harmless.
     return added >= 0 && count >= total;
+  }
+
+  /**
+   * Holds `points` of the run's shared cap (`runLedgerKey`) ahead for this process, when they fit
+   * beside what every process reserved, spent and holds: a shard's admission, all of its work or
+   * none, exact however many shards are admitted at once. Its reservations then come out of the
+   * hold; the rest goes with `points` 0, or with this process's lease. `committed`: the others'.
+   */
+  async holdRun(run: { key: string; name: string; cap: number }, points: number) {
+    const r = (await this.link.script(
+      "clapperLedgerHold",
+      [this.link.keys.runLedger(run.key)],
+      [
+        this.link.now(),
+        this.link.keys.prefix,
+        this.link.holder,
+        points,
+        run.cap,
+        RUN_TTL_MS,
+        "run",
+        run.name,
+        "",
+        "",
+      ],
+    )) as [number, string];
+    return { ok: Number(r[0]) === 1, committed: Number(r[1]) };
   }
 
   /** A run's shared cap (`runLedgerKey`): its books; undefined when untouched. */

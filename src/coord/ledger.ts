@@ -65,7 +65,7 @@ export interface SharedLedger {
 }
 
 /** A run's ledger outlives its last write by this long (a run resumed a month later still finds it). */
-const RUN_TTL_MS = 30 * 86_400_000;
+export const RUN_TTL_MS = 30 * 86_400_000;
 const SCOPE = /^[\w.-]{1,128}$/;
 
 interface Described {

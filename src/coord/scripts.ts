@@ -351,7 +351,26 @@ local function keep(lk)
     redis.call('PEXPIRE', lk, ttl)
     redis.call('PEXPIRE', companion(lk, 'ids'), ttl)
     redis.call('PEXPIRE', companion(lk, 'pending'), ttl)
+    redis.call('PEXPIRE', companion(lk, 'holds'), ttl)
   end
+end
+
+-- Points held ahead by admitted processes (a shard's whole estimate, holder -> points), turned into
+-- reservations as the holder makes them. A dead holder's hold lapses. Returns others', own.
+local function held(lk, own)
+  local hk = companion(lk, 'holds')
+  local h = redis.call('HGETALL', hk)
+  local others, mine = 0, 0
+  for i = 1, #h, 2 do
+    if not holderAlive(h[i]) then
+      redis.call('HDEL', hk, h[i])
+    elseif h[i] == own then
+      mine = tonumber(h[i + 1]) or 0
+    else
+      others = others + (tonumber(h[i + 1]) or 0)
+    end
+  end
+  return others, mine
 end
 
 -- Takes reservation id out of its ledgers; spent goes into their totals.
@@ -433,7 +452,7 @@ local function within(rec)
   local ok = 1
   for _, lk in ipairs(rec.l) do
     local t = redis.call('HMGET', lk, 'cap', 'reserved', 'spent')
-    if t[1] and num(t[2], 0) + num(t[3], 0) > num(t[1], 0) then ok = 0 end
+    if t[1] and num(t[2], 0) + num(t[3], 0) + held(lk, '') > num(t[1], 0) then ok = 0 end
   end
   return ok
 end
@@ -469,13 +488,22 @@ if existing then
   -- Held already (this attempt reserved before); a lapsed or settled one is reserved anew.
   if rec.s == 'pending' or rec.s == 'sent' then return reply(1, 0, '', '') end
 end
+-- A hold of this holder's covers the points it reserves, as far as it goes: they were counted.
+local mine = {}
 for i, l in ipairs(ledgers) do
   local t = redis.call('HMGET', l.key, 'reserved', 'spent')
-  local committed = num(t[1], 0) + num(t[2], 0)
-  if committed + points > l.cap then return reply(0, i, fmt(committed), fmt(l.cap)) end
+  local others, own = held(l.key, holder)
+  local committed = num(t[1], 0) + num(t[2], 0) + others + own
+  mine[i] = own
+  if committed + points - math.min(points, own) > l.cap then return reply(0, i, fmt(committed), fmt(l.cap)) end
 end
 local keys = {}
 for i, l in ipairs(ledgers) do
+  if mine[i] > 0 then
+    local left = mine[i] - math.min(points, mine[i])
+    if left > 0 then redis.call('HSET', companion(l.key, 'holds'), holder, fmt(left))
+    else redis.call('HDEL', companion(l.key, 'holds'), holder) end
+  end
   redis.call('HINCRBYFLOAT', l.key, 'reserved', points)
   redis.call('HSET', companion(l.key, 'ids'), id, fmt(points))
   redis.call('HSET', companion(l.key, 'pending'), id, holder)
@@ -640,10 +668,30 @@ for _, lk in ipairs(KEYS) do
     lapse(lk)
     sweep(lk)
     local h = redis.call('HGETALL', lk)
-    out[#out + 1] = { lk, h, redis.call('HLEN', companion(lk, 'ids')) }
+    local others = held(lk, '')
+    out[#out + 1] = { lk, h, redis.call('HLEN', companion(lk, 'ids')), fmt(others) }
   end
 end
 return out
+`;
+
+/**
+ * KEYS: one ledger. ARGV: now, prefix, holder, points, then the ledger's 6 description values.
+ * Holds `points` ahead for `holder` (replacing its hold) when they fit beside what is reserved,
+ * spent and held by others; points 0 lets go. Returns [ok, committed without this hold].
+ */
+export const LEDGER_HOLD = `${PRELUDE}${LEDGER_LIB}
+local holder, points = ARGV[3], tonumber(ARGV[4])
+local l = describe(KEYS, 5)[1]
+lapse(l.key)
+local t = redis.call('HMGET', l.key, 'reserved', 'spent')
+local others = held(l.key, holder)
+local committed = num(t[1], 0) + num(t[2], 0) + others
+if points > 0 and committed + points > l.cap then return { 0, fmt(committed) } end
+if points > 0 then redis.call('HSET', companion(l.key, 'holds'), holder, fmt(points))
+else redis.call('HDEL', companion(l.key, 'holds'), holder) end
+keep(l.key)
+return { 1, fmt(committed) }
 `;
 
 /** Every script by the name it is defined under (ioredis `defineCommand`: EVALSHA, EVAL on NOSCRIPT). */
@@ -662,6 +710,7 @@ export const SCRIPTS = {
   clapperLedgerAdjust: LEDGER_ADJUST,
   clapperLedgerAdopt: LEDGER_ADOPT,
   clapperLedgerView: LEDGER_VIEW,
+  clapperLedgerHold: LEDGER_HOLD,
   clapperLedgerRestore: LEDGER_RESTORE,
 } as const;
 

@@ -63,6 +63,8 @@ export interface Admission {
   cap: number;
   /** Points held by attempts still open (tasks created and not settled). */
   openReserved: number;
+  /** The estimate of the new attempts to make (what a shard holds of its run's shared cap). */
+  newCost: number;
   /** Present when the run does not fit: the table to show; nothing is to be written. */
   refused?: BudgetRow[];
 }
@@ -96,7 +98,14 @@ export function admit(input: AdmitInput): Admission {
     maxPoints === undefined ? Number.POSITIVE_INFINITY : Math.max(0, maxPoints - spentBefore),
     available + openReserved,
   );
-  const admission: Admission = { records: draft.records, work, found: draft.found, cap, openReserved };
+  const admission: Admission = {
+    records: draft.records,
+    work,
+    found: draft.found,
+    cap,
+    openReserved,
+    newCost,
+  };
   if (newCost + openReserved > cap)
     admission.refused = budgetTable(input, { jobs: work.length, newCost, openReserved, spentBefore, cap });
   else if (input.shards && newCost > input.shards.cap - input.shards.committed)
@@ -231,7 +240,11 @@ function budgetTable(
 }
 
 /** The table shown when a shard does not fit what its run's cap has left after the other shards. */
-function shardsTable(shards: NonNullable<AdmitInput["shards"]>, jobs: number, newCost: number): BudgetRow[] {
+export function shardsTable(
+  shards: NonNullable<AdmitInput["shards"]>,
+  jobs: number,
+  newCost: number,
+): BudgetRow[] {
   return [
     { what: `estimated cost of ${jobs} job(s) to do in this shard`, points: newCost },
     { what: `budget (max_points), shared by the run's ${shards.total} shards`, points: shards.cap },

@@ -44,7 +44,7 @@ export function sharing(coordinator: Coordinator, lose: (error: unknown) => void
 /** The lock and the ledger, through the coordinator. */
 export function coordinatedSeams(
   o: CoordinatedOptions,
-): Pick<Seams, "lock" | "ledger" | "pool" | "runCommitted" | "sightings"> {
+): Pick<Seams, "lock" | "ledger" | "pool" | "runCommitted" | "holdRun" | "sightings"> {
   return {
     sightings: {
       video: sightingsOf(o.coordinator.sightings("video"), VideoTask, (t) => t.id),
@@ -54,8 +54,9 @@ export function coordinatedSeams(
     ledger: (input) => jointLedger(o, input),
     runCommitted: async (key) => {
       const view = await o.coordinator.run(key);
-      return (view?.reserved ?? 0) + (view?.spent ?? 0);
+      return (view?.reserved ?? 0) + (view?.spent ?? 0) + (view?.held ?? 0);
     },
+    holdRun: (run, points) => o.coordinator.holdRun(run, points),
     pool: async () => {
       if (!o.pool) return undefined;
       const period = periodId(o.pool.period, new Date());

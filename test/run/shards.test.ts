@@ -270,6 +270,31 @@ describe.skipIf(!HAVE_REDIS)(`shards (${HAVE_REDIS ? "redis-server, s3rver" : re
     expect((await readdir(pod.dir)).sort()).toEqual([`${name}.yaml`]);
   });
 
+  it("two shards admitted at the same moment when the cap fits one: one runs, the other exits 3 having created nothing", {
+    timeout: 60_000,
+  }, async () => {
+    const name = "race";
+    const plain = storyboard(name, "raced", 8);
+    const a = await machine(name, plain);
+    const plan = await cli(["plan", a.manifest, "--shards", "2", "--json"], { cwd: a.dir, env: env() }).done;
+    const tally = (JSON.parse(plan.stdout) as { shards: Array<{ jobs: number; points: number }> }).shards;
+    const cap = Math.max(...tally.map((t) => t.points));
+    expect(Math.min(...tally.map((t) => t.points))).toBeGreaterThan(0);
+    const text = storyboard(name, "raced", 8, ["budget:", `  max_points: ${cap}`]);
+    const [ma, mb] = await Promise.all([machine(name, text), machine(name, text)]);
+    const output = await shared("race", name);
+    const tasksBefore = await created();
+    const runs = await Promise.all([runShard(ma, output, "1/2"), runShard(mb, output, "2/2")]);
+    const codes = runs.map((r) => r.code).sort();
+    expect(codes, runs.map((r) => r.messages.join("\n")).join("\n---\n")).toEqual([0, 3]);
+    const winner = runs.findIndex((r) => r.code === 0);
+    // Only the admitted shard's jobs were created; the refused one names the shared cap.
+    expect((await created()) - tasksBefore).toBe(tally[winner]?.jobs);
+    expect(runs[1 - winner]?.messages.join("\n") + (runs[1 - winner]?.stdout ?? "")).toMatch(
+      /shared by the run's 2 shards/,
+    );
+  });
+
   it("a shard that does not fit what the run's shared cap has left exits 3 and creates nothing", {
     timeout: 60_000,
   }, async () => {

@@ -11,7 +11,7 @@ import type { Job } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
-import { type Admission, admit } from "../admit.js";
+import { type Admission, admit, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
 import { errorInfo } from "../jobs.js";
 import { checkOwner } from "../locate.js";
@@ -131,6 +131,43 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       statePath,
       message: "the budget or the balance is too small: nothing was submitted",
     };
+  }
+  // A shard holds its whole estimate of the run's shared cap, atomically beside every other shard's
+  // hold, reservations and spending: shards admitted at the same moment cannot both take the rest.
+  if (shards && ctx.seams.holdRun && maxPoints !== undefined && shard) {
+    const run = {
+      key: runLedgerKey({ state: "", name: located.manifest.name, campaign: store.state.campaign, shard }),
+      name: `${located.manifest.name} (campaign ${store.state.campaign})`,
+      cap: maxPoints,
+    };
+    let held: { ok: boolean; committed: number };
+    try {
+      held = await ctx.seams.holdRun(run, admission.newCost);
+    } catch (error) {
+      ctx.halt.unreachable(error);
+      return ctx.stoppedEarly(statePath);
+    }
+    if (!held.ok) {
+      return {
+        exitCode: 3,
+        budget: shardsTable(
+          { ...shards, committed: held.committed },
+          admission.work.length,
+          admission.newCost,
+        ),
+        warnings: planned.warnings,
+        statePath,
+        message: "the budget or the balance is too small: nothing was submitted",
+      };
+    }
+    const holdRun = ctx.seams.holdRun;
+    // What the shard did not reserve goes back when it ends (or with its lease when it dies).
+    ctx.defer(() =>
+      holdRun(run, 0).then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
   }
   // Admitted: from here the state is written.
   if (lostData) {
