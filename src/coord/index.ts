@@ -129,16 +129,16 @@ export class Coordinator {
   }
 
   /**
-   * Records that shard `index` of the run `run` (`runLedgerKey`) finished; true for the one shard
-   * whose record completes the set of `total`: it writes the merged report. Kept 30 days.
+   * Records that shard `index` of the run `run` (`runLedgerKey`) finished; true once the set of `total`
+   * is complete: the shard that sees it writes the merged report. Kept 30 days.
    */
   async shardFinished(run: string, index: number, total: number): Promise<boolean> {
     const key = this.link.keys.shardsDone(run);
-    const [[, added], , [, count]] = (await this.link.run("record a finished shard", () =>
+    const [, , [, count]] = (await this.link.run("record a finished shard", () =>
       this.link.redis.multi().sadd(key, String(index)).pexpire(key, SHARDS_DONE_TTL_MS).scard(key).exec(),
-    )) as [[unknown, number], unknown, [unknown, number]];
+    )) as [unknown, unknown, [unknown, number]];
     // Every shard that finds the set complete merges: a merge is written whole, so a second one is harmless.
-    return added >= 0 && count >= total;
+    return count >= total;
   }
 
   /**

@@ -45,11 +45,6 @@ export interface AdmitInput {
   available: number;
   /** The manifest's shared pool as the coordinator holds it (its open reservations included). */
   pool?: PoolStanding | undefined;
-  /**
-   * A sharded run's cap as the coordinator holds it: reserved and spent by all its shards (this one's
-   * included). A shard is admitted with all of its work or none.
-   */
-  shards?: { total: number; cap: number; committed: number } | undefined;
   uri: (key: string) => string;
 }
 
@@ -108,8 +103,6 @@ export function admit(input: AdmitInput): Admission {
   };
   if (newCost + openReserved > cap)
     admission.refused = budgetTable(input, { jobs: work.length, newCost, openReserved, spentBefore, cap });
-  else if (input.shards && newCost > input.shards.cap - input.shards.committed)
-    admission.refused = shardsTable(input.shards, work.length, newCost);
   else if (input.pool && newCost > input.pool.cap - input.pool.committed)
     admission.refused = poolTable(input.pool, work.length, newCost);
   return admission;
@@ -241,7 +234,7 @@ function budgetTable(
 
 /** The table shown when a shard does not fit what its run's cap has left after the other shards. */
 export function shardsTable(
-  shards: NonNullable<AdmitInput["shards"]>,
+  shards: { total: number; cap: number; committed: number },
   jobs: number,
   newCost: number,
 ): BudgetRow[] {

@@ -44,7 +44,7 @@ export function sharing(coordinator: Coordinator, lose: (error: unknown) => void
 /** The lock and the ledger, through the coordinator. */
 export function coordinatedSeams(
   o: CoordinatedOptions,
-): Pick<Seams, "lock" | "ledger" | "pool" | "runCommitted" | "holdRun" | "sightings"> {
+): Pick<Seams, "lock" | "ledger" | "pool" | "holdRun" | "sightings"> {
   return {
     sightings: {
       video: sightingsOf(o.coordinator.sightings("video"), VideoTask, (t) => t.id),
@@ -52,10 +52,6 @@ export function coordinatedSeams(
     },
     lock: (path, options) => coordinatedLock(o, path, options),
     ledger: (input) => jointLedger(o, input),
-    runCommitted: async (key) => {
-      const view = await o.coordinator.run(key);
-      return (view?.reserved ?? 0) + (view?.spent ?? 0) + (view?.held ?? 0);
-    },
     holdRun: (run, points) => o.coordinator.holdRun(run, points),
     pool: async () => {
       if (!o.pool) return undefined;

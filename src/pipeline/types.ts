@@ -58,8 +58,6 @@ export interface Seams {
   ledger(input: LedgerInput): PointsLedger | Promise<PointsLedger>;
   /** With a coordinator: what the account's other processes read of tasks, and what this one reads. */
   sightings?: { video: Sightings<VideoTask>; speech: Sightings<SpeechTask> };
-  /** With a coordinator: what a run's shared cap has committed (reserved, spent and held), by its ledger key. */
-  runCommitted?(key: string): Promise<number>;
   /**
    * With a coordinator: holds `points` of a run's shared cap for this process when they fit (a
    * shard's admission, exact when shards are admitted at once); 0 lets go of the rest.

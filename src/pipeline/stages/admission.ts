@@ -91,19 +91,8 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const available = planned.balance?.available_points ?? 0;
   const maxPoints = options.maxPoints ?? located.manifest.maxPoints;
   let pool: PoolStanding | undefined;
-  let shards: { total: number; cap: number; committed: number } | undefined;
   try {
     pool = await ctx.seams.pool?.();
-    // A shard is admitted against what its run's cap has left after every shard (itself included).
-    if (shard && maxPoints !== undefined && ctx.seams.runCommitted) {
-      const key = runLedgerKey({
-        state: "",
-        name: located.manifest.name,
-        campaign: store.state.campaign,
-        shard,
-      });
-      shards = { total: shard.total, cap: maxPoints, committed: await ctx.seams.runCommitted(key) };
-    }
   } catch (error) {
     // The coordinator is gone before anything was submitted: exit 6, nothing written.
     ctx.halt.unreachable(error);
@@ -120,7 +109,6 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     maxPoints,
     available,
     pool,
-    shards,
     uri: (key) => sink.uri(key),
   });
   if (admission.refused) {
@@ -132,9 +120,10 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       message: "the budget or the balance is too small: nothing was submitted",
     };
   }
-  // A shard holds its whole estimate of the run's shared cap, atomically beside every other shard's
-  // hold, reservations and spending: shards admitted at the same moment cannot both take the rest.
-  if (shards && ctx.seams.holdRun && maxPoints !== undefined && shard) {
+  // A shard is admitted by holding its whole estimate of the run's shared cap, atomically beside
+  // every other shard's hold, reservations and spending: shards admitted at the same moment cannot
+  // both take the rest.
+  if (shard && maxPoints !== undefined && ctx.seams.holdRun) {
     const run = {
       key: runLedgerKey({ state: "", name: located.manifest.name, campaign: store.state.campaign, shard }),
       name: `${located.manifest.name} (campaign ${store.state.campaign})`,
@@ -151,7 +140,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       return {
         exitCode: 3,
         budget: shardsTable(
-          { ...shards, committed: held.committed },
+          { total: shard.total, cap: maxPoints, committed: held.committed },
           admission.work.length,
           admission.newCost,
         ),
