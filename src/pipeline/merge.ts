@@ -3,6 +3,7 @@
 // outputs' own metadata where a shard left no report), never from a shard's disk: the machine that
 // ran a shard may be gone.
 import { createHash } from "node:crypto";
+import pLimit from "p-limit";
 import { z } from "zod";
 import { redactDeep } from "../api/redact.js";
 import type { Job } from "../manifest/index.js";
@@ -180,16 +181,15 @@ export async function mergeReports(o: MergeInput): Promise<Merged> {
   o.signal?.throwIfAborted();
   const missing = shards.filter((_, i) => reports[i] === undefined).map((s) => s.index);
 
-  const rows = new Map<string, ReportJob>();
-  for (const r of reports) for (const j of r?.jobs ?? []) rows.set(j.id, j as unknown as ReportJob);
-  const jobs: ReportJob[] = [];
-  for (const job of o.jobs) {
-    const row = rows.get(job.id);
-    // A row from the shard the job belongs to now; another shard's row of it (the manifest was
-    // split differently) is not this split's, and the store says what there is.
-    const own = row !== undefined && reports[shardOf(job, total) - 1]?.jobs.some((j) => j.id === job.id);
-    jobs.push(own && row ? row : await fromStore(o.sink, job));
-  }
+  // Each shard's rows by id: a job's row is taken from the shard it belongs to now; another
+  // shard's row of it (the manifest was split differently) is not this split's.
+  const byShard = reports.map((r) => new Map((r?.jobs ?? []).map((j) => [j.id, j as unknown as ReportJob])));
+  const looking = pLimit(16);
+  const jobs = await Promise.all(
+    o.jobs.map(
+      (job) => byShard[shardOf(job, total) - 1]?.get(job.id) ?? looking(() => fromStore(o.sink, job)),
+    ),
+  );
   // Rows removed from the manifest whose tasks a shard paid for stay listed (so points.spent is the
   // sum of the jobs), once each.
   const planned = new Set(o.jobs.map((j) => j.id));

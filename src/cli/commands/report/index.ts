@@ -5,7 +5,7 @@ import { reportsFolder, writeReports } from "../../../pipeline/report.js";
 import { outputs } from "../../../pipeline/run.js";
 import type { Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
-import type { S3ClientOptions } from "../../../sinks/s3.js";
+import { type S3ClientOptions, S3StoreError } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { locate, neverRun, ownState, readState, reportFromState } from "../run/state.js";
@@ -112,7 +112,7 @@ export async function mergeReport(o: {
     if (error instanceof MergeError) throw new ExitError(2, error.message);
     if (isFsError(error)) throw fsExit(error, { action: "merge the reports in", path: sink.uri("reports") });
     if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
-    if ((error as Error).name === "S3StoreError") throw new ExitError(6, (error as Error).message);
+    if (error instanceof S3StoreError) throw new ExitError(6, error.message);
     throw error;
   }
 }
