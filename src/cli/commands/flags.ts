@@ -123,3 +123,16 @@ export function chosenShard(
     throw error;
   }
 }
+
+/** What status, report and cancel are given to find a run's state: the manifest, and where and which shard. */
+export interface StateArgs extends ShardArgs {
+  manifest: string;
+  state?: string;
+  "s3-endpoint"?: string;
+  "s3-path-style"?: boolean;
+}
+
+/** The manifest and the flags that find its state (a file or S3, and the shard), for status, report and cancel. */
+export function stateArgs<T>(y: Argv<T>, option: AddOption, what?: string): Argv<T> {
+  return shardFlags(s3Flags(stateFlag(manifestArg(y), option, what), option), option);
+}

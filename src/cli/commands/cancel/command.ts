@@ -1,26 +1,11 @@
 // `clapper cancel MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import {
-  chosenShard,
-  manifestArg,
-  type ShardArgs,
-  s3Flags,
-  s3Options,
-  shardFlags,
-  stateFlag,
-} from "../flags.js";
+import { chosenShard, type StateArgs, s3Options, stateArgs } from "../flags.js";
 
-export const cancel = defineCommand<
-  {
-    manifest: string;
-    state?: string;
-    "s3-endpoint"?: string;
-    "s3-path-style"?: boolean;
-  } & ShardArgs
->({
+export const cancel = defineCommand<StateArgs>({
   command: "cancel <manifest>",
   describe: "cancel the run's tasks still in flight (the next run records what became of them)",
-  builder: (y, option) => shardFlags(s3Flags(stateFlag(manifestArg(y), option), option), option),
+  builder: (y, option) => stateArgs(y, option),
   async handler(args, rt) {
     const { cancelRun } = await import("./index.js");
     const { sandboxStatePath } = await import("../run/state.js");

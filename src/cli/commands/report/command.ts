@@ -1,22 +1,9 @@
 // `clapper report MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import {
-  chosenShard,
-  manifestArg,
-  outputFlag,
-  type ShardArgs,
-  s3Flags,
-  s3Options,
-  shardFlags,
-  stateFlag,
-} from "../flags.js";
+import { chosenShard, outputFlag, type StateArgs, s3Options, stateArgs } from "../flags.js";
 
-interface ReportArgs extends ShardArgs {
-  manifest: string;
-  state?: string;
+interface ReportArgs extends StateArgs {
   output?: string;
-  "s3-endpoint"?: string;
-  "s3-path-style"?: boolean;
   merge: boolean;
 }
 
@@ -25,8 +12,7 @@ export const report = defineCommand<ReportArgs>({
   describe:
     "write report.json, report.md and junit.xml again from the run's state (a shard's with --shard; the shards' merged with --merge)",
   builder(y, option) {
-    const b = s3Flags(outputFlag(stateFlag(manifestArg(y), option), option, "the run's"), option);
-    return option(shardFlags(b, option), "merge", {
+    return option(outputFlag(stateArgs(y, option), option, "the run's"), "merge", {
       type: "boolean",
       default: false,
       describe:

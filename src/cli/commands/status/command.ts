@@ -1,26 +1,11 @@
 // `clapper status MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
-import {
-  chosenShard,
-  manifestArg,
-  type ShardArgs,
-  s3Flags,
-  s3Options,
-  shardFlags,
-  stateFlag,
-} from "../flags.js";
+import { chosenShard, type StateArgs, s3Options, stateArgs } from "../flags.js";
 
-export const status = defineCommand<
-  {
-    manifest: string;
-    state?: string;
-    "s3-endpoint"?: string;
-    "s3-path-style"?: boolean;
-  } & ShardArgs
->({
+export const status = defineCommand<StateArgs>({
   command: "status <manifest>",
   describe: "where the run stands, from its state (offline)",
-  builder: (y, option) => shardFlags(s3Flags(stateFlag(manifestArg(y), option), option), option),
+  builder: (y, option) => stateArgs(y, option),
   async handler(args, rt) {
     const { status, renderStatus } = await import("./index.js");
     const report = await status({
