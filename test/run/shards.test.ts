@@ -215,65 +215,80 @@ describe.skipIf(!HAVE_REDIS)(`shards (${HAVE_REDIS ? "redis-server, s3rver" : re
     expect(rewritten.run.id).toBe(merged.run.id);
   });
 
-  it("a shard SIGKILLed among its creates and resumed from an empty folder with --state s3:// pays for nothing twice", {
-    timeout: 120_000,
-  }, async () => {
-    const name = "podkill";
-    // The cap is the whole estimate: each shard holds its part of it, so the killed shard's hold
-    // must lapse with its lease (and its reservations be adopted) for the resumed one to fit.
-    const probe = await machine(name, storyboard(name, "podkill", 10));
-    const planned = await cli(["plan", probe.manifest, "--json"], { cwd: probe.dir, env: env() }).done;
-    const total = (JSON.parse(planned.stdout) as { points: { total: number } }).points.total;
-    const text = storyboard(name, "podkill", 10, ["budget:", `  max_points: ${total}`]);
-    const state = `s3://${BUCKET}/states/${name}`;
-    const output = await shared("podkill", name);
-    const [a, b] = await Promise.all([machine(name, text), machine(name, text)]);
-    const before = await settledBalance(sb);
-    const tasksBefore = await created();
-    const lease = { ...env(), CLAPPER_LOCK_LEASE_MS: "1500" };
-    const shardArgs = (m: Machine, shard: string) => [
-      "run",
-      m.manifest,
-      ...FLAGS,
-      "--output",
-      output,
-      "--state",
-      state,
-      "--coordinator",
-      redis.url,
-      "--shard",
-      shard,
-    ];
-    // Shard 2 runs through; shard 1 is killed after its 3rd create, its folder (its pod) gone.
-    let creates = 0;
-    const [killed, other] = await Promise.all([
-      cli(shardArgs(a, "1/2"), {
-        cwd: a.dir,
-        env: lease,
-        on: (e) => (e.event === "created" && ++creates === 3 ? "SIGKILL" : undefined),
-      }).done,
-      cli(shardArgs(b, "2/2"), { cwd: b.dir, env: lease }).done,
-    ]);
-    expect(killed.signal, killed.messages.join("\n")).toBe("SIGKILL");
-    expect(other.code, other.messages.join("\n")).toBe(0);
-    await rm(a.dir, { recursive: true, force: true });
-    // Each shard's state under its own prefix.
-    const prefixes = new Set((await store.list(`states/${name}/`)).map((o) => o.key.split("/")[2]));
-    expect([...prefixes].sort()).toEqual(["shard-1-of-2", "shard-2-of-2"]);
+  it.each([
+    ["SIGKILL", "podkill"],
+    ["SIGTERM", "podterm"],
+  ] as const)(
+    "a shard stopped by %s among its creates and resumed from an empty folder with --state s3:// pays for nothing twice",
+    {
+      timeout: 120_000,
+    },
+    async (signal, name) => {
+      // The cap is the whole estimate: each shard holds its part of it, so the killed shard's hold
+      // must lapse with its lease (and its reservations be adopted) for the resumed one to fit.
+      const probe = await machine(name, storyboard(name, name, 10));
+      const planned = await cli(["plan", probe.manifest, "--json"], { cwd: probe.dir, env: env() }).done;
+      const total = (JSON.parse(planned.stdout) as { points: { total: number } }).points.total;
+      const text = storyboard(name, name, 10, ["budget:", `  max_points: ${total}`]);
+      const state = `s3://${BUCKET}/states/${name}`;
+      const output = await shared(name, name);
+      const [a, b] = await Promise.all([machine(name, text), machine(name, text)]);
+      const before = await settledBalance(sb);
+      const tasksBefore = await created();
+      const lease = { ...env(), CLAPPER_LOCK_LEASE_MS: "1500" };
+      const shardArgs = (m: Machine, shard: string) => [
+        "run",
+        m.manifest,
+        ...FLAGS,
+        "--output",
+        output,
+        "--state",
+        state,
+        "--coordinator",
+        redis.url,
+        "--shard",
+        shard,
+      ];
+      // Shard 2 runs through; shard 1 is stopped after its 3rd create, its folder (its pod) gone.
+      let creates = 0;
+      const [killed, other] = await Promise.all([
+        cli(shardArgs(a, "1/2"), {
+          cwd: a.dir,
+          env: lease,
+          on: (e) => (e.event === "created" && ++creates === 3 ? signal : undefined),
+        }).done,
+        cli(shardArgs(b, "2/2"), { cwd: b.dir, env: lease }).done,
+      ]);
+      // SIGKILL ends it at once; SIGTERM lets it stop submitting, save its state and exit 4.
+      if (signal === "SIGKILL") expect(killed.signal, killed.messages.join("\n")).toBe("SIGKILL");
+      else expect(killed.code, killed.messages.join("\n")).toBe(4);
+      expect(other.code, other.messages.join("\n")).toBe(0);
+      await rm(a.dir, { recursive: true, force: true });
+      // Each shard's state under its own prefix.
+      const prefixes = new Set((await store.list(`states/${name}/`)).map((o) => o.key.split("/")[2]));
+      expect([...prefixes].sort()).toEqual(["shard-1-of-2", "shard-2-of-2"]);
 
-    const pod = await machine(name, text);
-    const resumed = await cli(shardArgs(pod, "1/2"), { cwd: pod.dir, env: lease }).done;
-    expect(resumed.code, resumed.messages.join("\n")).toBe(0);
-    const after = await settledBalance(sb);
-    // 10 shots, 10 lines, 3 free lines: each created once across both shards and both pods.
-    expect((await created()) - tasksBefore).toBe(23);
-    const merged = await s3Report(`podkill/${name}/reports/report.json`);
-    expect(merged.counts).toMatchObject({ total: 23, succeeded: 23 });
-    expect(merged.points.spent).toBe(before.available_points - after.available_points);
-    expect(new Set(merged.jobs.map((j) => j.task_id)).size).toBe(23);
-    // The resumed pod kept nothing on its disk.
-    expect((await readdir(pod.dir)).sort()).toEqual([`${name}.yaml`]);
-  });
+      const pod = await machine(name, text);
+      const resumed = await cli(shardArgs(pod, "1/2"), { cwd: pod.dir, env: lease }).done;
+      expect(resumed.code, resumed.messages.join("\n")).toBe(0);
+      const after = await settledBalance(sb);
+      // 10 shots, 10 lines, 3 free lines: each created once across both shards and both pods.
+      expect((await created()) - tasksBefore).toBe(23);
+      const merged = await s3Report(`${name}/${name}/reports/report.json`);
+      expect(merged.counts).toMatchObject({ total: 23, succeeded: 23 });
+      expect(merged.points.spent).toBe(before.available_points - after.available_points);
+      expect(new Set(merged.jobs.map((j) => j.task_id)).size).toBe(23);
+      for (const j of merged.jobs) {
+        const o = await store.object((j.output?.uri ?? "").replace(`s3://${BUCKET}/`, ""));
+        expect({ bytes: o?.bytes, sha256: o?.sha256 }, j.id).toEqual({
+          bytes: j.output?.bytes,
+          sha256: j.output?.sha256,
+        });
+      }
+      // The resumed pod kept nothing on its disk.
+      expect((await readdir(pod.dir)).sort()).toEqual([`${name}.yaml`]);
+    },
+  );
 
   it("two shards admitted at the same moment when the cap fits one: one runs, the other exits 3 having created nothing", {
     timeout: 60_000,
