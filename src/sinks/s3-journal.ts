@@ -21,10 +21,9 @@
 // while no higher fence has claimed the state (else the writer stands down and writes no more): a
 // crash in between leaves both, and readers stop at the snapshot.
 import { hostname } from "node:os";
-import type { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import pLimit from "p-limit";
-import { type S3Location, sdk, storeError } from "./s3.js";
+import { ObjectTooLargeError, readBoundedText, type S3Location, sdk, storeError } from "./s3.js";
 
 /** A group of objects a writer leaves before it snapshots them away. */
 const COMPACT_EVERY = 128;
@@ -651,35 +650,17 @@ export class S3Journal<S, R> {
 
   /** An object's text, read up to `limit` bytes: a larger one is not one clapper wrote. */
   private getText(key: string, limit: number): Promise<string> {
-    const { GetObjectCommand } = sdk();
     return this.call("reading", key, async (signal) => {
-      const res = await this.options.client.send(
-        new GetObjectCommand({ Bucket: this.options.location.bucket, Key: key }),
-        { abortSignal: signal },
-      );
-      const body = res.Body as Readable | undefined;
-      if (!body) return "";
-      if ((res.ContentLength ?? 0) > limit) {
-        body.destroy();
-        throw this.damaged(key, `${res.ContentLength} bytes, over the ${limit} such an object may have`);
-      }
-      const chunks: Buffer[] = [];
-      let bytes = 0;
-      const stop = () => body.destroy(new Error("timed out"));
-      signal.addEventListener("abort", stop, { once: true });
+      let text: string | undefined;
       try {
-        for await (const chunk of body) {
-          bytes += (chunk as Buffer).length;
-          if (bytes > limit) {
-            body.destroy();
-            throw this.damaged(key, `over the ${limit} bytes such an object may have`);
-          }
-          chunks.push(chunk as Buffer);
-        }
-      } finally {
-        signal.removeEventListener("abort", stop);
+        text = await readBoundedText(this.options.client, this.options.location.bucket, key, limit, signal);
+      } catch (error) {
+        if (error instanceof ObjectTooLargeError) throw this.damaged(key, error.message);
+        throw error;
       }
-      return Buffer.concat(chunks).toString("utf8");
+      // Listed, then not there: as a 404 was before, never read as an empty object.
+      if (text === undefined) throw new Gone(this.objectUri(key));
+      return text;
     });
   }
 }
@@ -691,20 +672,11 @@ export async function readSmallObject(
   key: string,
   limit: number,
 ): Promise<string | undefined> {
-  const { GetObjectCommand } = sdk();
   try {
-    const res = await client.send(new GetObjectCommand({ Bucket: location.bucket, Key: key }), {
-      abortSignal: AbortSignal.timeout(TIMEOUT_MS),
-    });
-    if ((res.ContentLength ?? 0) > limit) {
-      (res.Body as Readable | undefined)?.destroy();
-      return undefined;
-    }
-    const text = await res.Body?.transformToString("utf8");
-    return text !== undefined && Buffer.byteLength(text) <= limit ? text : undefined;
+    return await readBoundedText(client, location.bucket, key, limit, AbortSignal.timeout(TIMEOUT_MS));
   } catch (error) {
-    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-    if (status === 404) return undefined;
+    // Too large to be ours: as good as none (a cache).
+    if (error instanceof ObjectTooLargeError) return undefined;
     throw error;
   }
 }

@@ -272,41 +272,12 @@ export class S3Sink implements Sink {
   }
 
   async readText(key: string, maxBytes: number): Promise<string | undefined> {
-    const { GetObjectCommand, NoSuchKey, S3ServiceException } = sdk();
-    let body: Readable;
     try {
-      const res = await this.client.send(
-        new GetObjectCommand({ Bucket: this.location.bucket, Key: this.key(key) }),
-      );
-      if ((res.ContentLength ?? 0) > maxBytes) {
-        (res.Body as Readable | undefined)?.destroy();
-        throw new OutputError(
-          `${this.uri(key)} is ${res.ContentLength} bytes, more than the ${maxBytes} expected of it`,
-        );
-      }
-      body = res.Body as Readable;
+      return await readBoundedText(this.client, this.location.bucket, this.key(key), maxBytes);
     } catch (error) {
-      if (
-        error instanceof NoSuchKey ||
-        (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404)
-      ) {
-        return undefined;
-      }
-      if (error instanceof OutputError) throw error;
+      if (error instanceof ObjectTooLargeError) throw new OutputError(`${this.uri(key)} is ${error.message}`);
       throw storeError(error, `reading ${this.uri(key)}`);
     }
-    // The length announced is not trusted: the bytes are counted as they come.
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    for await (const chunk of body) {
-      bytes += (chunk as Buffer).length;
-      if (bytes > maxBytes) {
-        body.destroy();
-        throw new OutputError(`${this.uri(key)} is more than the ${maxBytes} bytes expected of it`);
-      }
-      chunks.push(chunk as Buffer);
-    }
-    return Buffer.concat(chunks).toString("utf8");
   }
 
   async folders(prefix: string, max: number): Promise<string[]> {
@@ -357,6 +328,62 @@ export class S3Sink implements Sink {
     );
     return res.Body as Readable;
   }
+}
+
+/** An object larger than its reader allows: not one clapper wrote. */
+export class ObjectTooLargeError extends Error {
+  override name = "ObjectTooLargeError";
+}
+
+/**
+ * An object's text, read up to `limit` bytes (the length announced is checked, then the bytes as
+ * they come, since neither is trusted); undefined when there is none. `signal` bounds the call.
+ */
+export async function readBoundedText(
+  client: S3Client,
+  bucket: string,
+  key: string,
+  limit: number,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  const { GetObjectCommand, NoSuchKey, S3ServiceException } = sdk();
+  let body: Readable | undefined;
+  try {
+    const res = await client.send(
+      new GetObjectCommand({ Bucket: bucket, Key: key }),
+      signal ? { abortSignal: signal } : {},
+    );
+    body = res.Body as Readable | undefined;
+    if ((res.ContentLength ?? 0) > limit) {
+      body?.destroy();
+      throw new ObjectTooLargeError(`${res.ContentLength} bytes, over the ${limit} it may have`);
+    }
+  } catch (error) {
+    const notFound =
+      error instanceof NoSuchKey ||
+      (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404);
+    if (notFound) return undefined;
+    throw error;
+  }
+  if (!body) return "";
+  const stream = body;
+  const stop = () => stream.destroy(new Error("the read was stopped"));
+  signal?.addEventListener("abort", stop, { once: true });
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  try {
+    for await (const chunk of stream) {
+      bytes += (chunk as Buffer).length;
+      if (bytes > limit) {
+        stream.destroy();
+        throw new ObjectTooLargeError(`over the ${limit} bytes it may have`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+  } finally {
+    signal?.removeEventListener("abort", stop);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** A store that cannot be reached or refuses a request; the SDK's error is the cause. */
