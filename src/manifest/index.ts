@@ -16,7 +16,7 @@ import { readFields } from "./fields.js";
 import { checkFolder, FILE_LIMITS, FileError, readRegularFile } from "./files.js";
 import { MaterialResolver } from "./materials.js";
 import { outputKey } from "./outputs.js";
-import { type Problem, Problems, quoted } from "./problems.js";
+import { didYouMean, type Problem, Problems, quoted } from "./problems.js";
 import type { Located, RawRow } from "./rows.js";
 import { displayPath, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
@@ -37,7 +37,20 @@ export interface ManifestInfo {
   /** `budget.pool`: a budget shared by every run that names it (needs a coordinator). */
   pool?: BudgetPool;
   skills: SkillRef[];
+  /** Where narration sits in its shot: fits `duration: auto` shots, and places lines in `assemble`. */
+  timing: Timing;
 }
+
+/** Seconds of silence before a shot's first line, between its lines, and after its last line. */
+export interface Timing {
+  lead: number;
+  gap: number;
+  tail: number;
+}
+
+export const DEFAULT_TIMING: Timing = { lead: 0.5, gap: 0.25, tail: 0.5 };
+/** More than this between lines is a pause no narration means; likely seconds taken for ms. */
+const MAX_TIMING_S = 10;
 
 export type PoolPeriod = "day" | "week" | "month" | "total";
 
@@ -156,6 +169,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       if (b.pool !== undefined) pool = budgetPool(b.pool, fail);
     }
   }
+  const timing = readTiming(top("timing")?.value, fail);
   const vars: Record<string, string> = {};
   const varsValue = top("vars")?.value;
   if (varsValue !== undefined && varsValue !== null) {
@@ -319,6 +333,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       ...(maxPoints !== undefined ? { maxPoints } : {}),
       ...(pool ? { pool } : {}),
       skills: [...skills.values()],
+      timing,
     },
     jobs,
     problems,
@@ -373,6 +388,31 @@ class OutputCheck {
       this.jobs.push(job);
     });
   }
+}
+
+/** `timing: {lead, gap, tail}` in seconds, each optional; the defaults fill what is left out. */
+function readTiming(value: unknown, fail: (key: string, message: string) => void): Timing {
+  const timing = { ...DEFAULT_TIMING };
+  if (value === undefined || value === null) return timing;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    fail("timing", `expected {lead, gap, tail} in seconds, got ${show(value)}`);
+    return timing;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (k !== "lead" && k !== "gap" && k !== "tail") {
+      fail(
+        `timing.${k}`,
+        `unknown field${didYouMean(k, ["lead", "gap", "tail"]) || " (known: lead, gap, tail)"}`,
+      );
+      continue;
+    }
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > MAX_TIMING_S) {
+      fail(`timing.${k}`, `expected seconds from 0 to ${MAX_TIMING_S}, got ${show(v)}`);
+      continue;
+    }
+    timing[k] = v;
+  }
+  return timing;
 }
 
 /** `budget.pool: {name, max_points, period}`, every field checked; undefined when any is wrong. */

@@ -32,6 +32,7 @@ export const TOP_LEVEL_FIELDS = [
   "templates",
   "shots",
   "lines",
+  "timing",
 ] as const;
 
 /** Shown paths are relative to the working directory when that is shorter. */
