@@ -35,7 +35,7 @@ export async function storeResult(
   spec: ResultSpec,
   signal: AbortSignal,
   trail: DownloadTrail = new DownloadTrail(Number.POSITIVE_INFINITY),
-): Promise<Written> {
+): Promise<Written & { seconds: number }> {
   const what = `download ${spec.id}`;
   const res = await trail.open(url, what, signal, (s) => http.download(url, { signal: s, what }));
   if (res.contentLength !== undefined && res.contentLength > spec.maxBytes) {
@@ -53,7 +53,7 @@ export async function storeResult(
   // One pass over the bytes measures the rate and checks the container: a stream per concern
   // cost more than the check itself.
   const body = joined(res.body, rateFloor(spec.id, RATE_GRACE_MS, MIN_BYTES_PER_SECOND, check));
-  return sink.write(spec.key, body, {
+  const written = await sink.write(spec.key, body, {
     ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
     contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
     metadata: spec.metadata,
@@ -61,6 +61,8 @@ export async function storeResult(
     // Every byte has passed through the check by now; this throws if any check failed.
     check: async () => void check.result(),
   });
+  // The media's own length: what a shot timed to its narration is fitted to.
+  return { ...written, seconds: check.result().seconds };
 }
 
 /** A result that trickles in: each chunk within the idle timeout, the whole far too slow. */

@@ -51,6 +51,8 @@ export interface StoredOutput {
   fingerprint: string;
   /** Video: the resolution the service says it delivered (768P when an upscale fell back). */
   resolution?: string;
+  /** The media's length in seconds, as read from the file (a WAV's data over its byte rate). */
+  seconds?: number;
   /** When it was stored (ms since the epoch, this machine's clock): the end of the job's time. */
   at?: number;
 }

@@ -1,9 +1,7 @@
 // Rows become jobs: defaults merged, templates filled, materials and voices resolved, the services'
 // own rules applied (src/api/) with every issue mapped back to the manifest field it came from,
 // then a fingerprint of the fully resolved request and an estimate of its points.
-import { createHash } from "node:crypto";
 import { resolve } from "node:path";
-import { configure } from "safe-stable-stringify";
 import { formatPath, type Issue, issuesFromZod } from "../api/common.js";
 import type { ReferenceAudioFacts } from "../api/reference-audio.js";
 import {
@@ -38,8 +36,7 @@ import { didYouMean, type Problems, quoted } from "./problems.js";
 import type { RawRow } from "./rows.js";
 import { displayPath, type RawManifest } from "./source.js";
 import { malformedMessage, renderTemplate, type TemplateStore } from "./templates.js";
-
-const stableStringify = configure({ deterministic: true });
+import { type AutoDuration, DEFAULT_TIMING, fingerprintOf } from "./timing.js";
 
 export const MAX_TAKES = 20;
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -71,7 +68,10 @@ export interface VideoJob extends JobBase {
   kind: "video";
   take?: number;
   tier: ResolutionTier;
+  /** Seconds; for an auto shot not fitted yet, the estimate. */
   duration: number;
+  /** `duration: auto`: timed to its narration lines (src/manifest/timing.ts). */
+  auto?: AutoDuration;
   /** The create body, with material URLs still to be staged (`materials[i]` fills `content[contentIndex]`). */
   request: VideoCreateRequest;
   materials: Array<{ contentIndex: number; ref: MaterialRef }>;
@@ -117,12 +117,6 @@ function merged(kind: "shot" | "line", row: RawRow, ctx: ExpandContext, defaults
     values.vars = { ...(defaultsRead.values.vars as object), ...(own.values.vars as object) };
   }
   return { values, origins };
-}
-
-function fingerprintOf(value: unknown): string {
-  return createHash("sha256")
-    .update(stableStringify(value) ?? "")
-    .digest("hex");
 }
 
 /**
@@ -366,7 +360,7 @@ export async function expandShot(
     model: v.model ?? "Vid-H3",
     content,
     ...(v.resolution !== undefined ? { resolution: v.resolution } : {}),
-    ...(v.duration !== undefined ? { duration: v.duration } : {}),
+    ...(v.duration !== undefined && v.duration !== "auto" ? { duration: v.duration } : {}),
     ...(v.ratio !== undefined ? { ratio: v.ratio } : {}),
     ...(v.use_context_ir !== undefined ? { use_context_ir: v.use_context_ir } : {}),
     ...(skill ? { skill_id: skill.name } : {}),
@@ -436,6 +430,18 @@ export async function expandShot(
       request,
       materials: refs,
       ...(skill ? { skill } : {}),
+      // Lines, estimate and fingerprint are given once every line is expanded (linkAutoShots).
+      ...(v.duration === "auto"
+        ? {
+            auto: {
+              lines: [],
+              timing: DEFAULT_TIMING,
+              estimated: duration,
+              maxPoints: 0,
+              basis: { request: identity, ...(takes > 1 ? { take } : {}) },
+            },
+          }
+        : {}),
     });
   }
   return jobs;

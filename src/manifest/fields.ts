@@ -8,6 +8,7 @@ type FieldType =
   | "string"
   | "path"
   | "int"
+  | "duration"
   | "number"
   | "bool"
   | "strings"
@@ -21,7 +22,7 @@ export const SHOT_FIELDS = {
   template: "string",
   model: "string",
   resolution: "string",
-  duration: "int",
+  duration: "duration",
   ratio: "string",
   use_context_ir: "bool",
   skill: "string",
@@ -62,17 +63,19 @@ export interface Pronunciation {
 
 type ValueOf<T extends FieldType> = T extends "string" | "path"
   ? string
-  : T extends "int" | "number"
-    ? number
-    : T extends "bool"
-      ? boolean
-      : T extends "strings"
-        ? string[]
-        : T extends "numbers"
-          ? number[]
-          : T extends "vars"
-            ? Record<string, string>
-            : Pronunciation[];
+  : T extends "duration"
+    ? number | "auto"
+    : T extends "int" | "number"
+      ? number
+      : T extends "bool"
+        ? boolean
+        : T extends "strings"
+          ? string[]
+          : T extends "numbers"
+            ? number[]
+            : T extends "vars"
+              ? Record<string, string>
+              : Pronunciation[];
 
 export type ShotValues = { -readonly [K in keyof typeof SHOT_FIELDS]?: ValueOf<(typeof SHOT_FIELDS)[K]> };
 export type LineValues = { -readonly [K in keyof typeof LINE_FIELDS]?: ValueOf<(typeof LINE_FIELDS)[K]> };
@@ -126,6 +129,13 @@ function coerce(type: FieldType, located: Located): { value: unknown } | { error
       const n = csv ? (/^[+-]?\d+$/.test(v) ? Number(v) : Number.NaN) : v;
       if (typeof n === "number" && Number.isInteger(n)) return { value: n };
       return { error: `expected an integer, got ${got(v)}` };
+    }
+    case "duration": {
+      // `auto`: timed to the shot's narration once its lines exist (src/manifest/timing.ts).
+      if (typeof v === "string" && v.trim().toLowerCase() === "auto") return { value: "auto" };
+      const n = csv ? (/^[+-]?\d+$/.test(v) ? Number(v) : Number.NaN) : v;
+      if (typeof n === "number" && Number.isInteger(n)) return { value: n };
+      return { error: `expected an integer or auto, got ${got(v)}` };
     }
     case "number": {
       const n = csv ? (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v) ? Number(v) : Number.NaN) : v;

@@ -20,11 +20,21 @@ import { didYouMean, type Problem, Problems, quoted } from "./problems.js";
 import type { Located, RawRow } from "./rows.js";
 import { displayPath, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
+import { DEFAULT_TIMING, linkAutoShots, type Timing } from "./timing.js";
 
 export type { Job, SkillRef, SpeechJob, VideoJob, VoiceSpec } from "./expand.js";
 export type { MaterialRef } from "./materials.js";
 export { outputKey } from "./outputs.js";
 export { formatProblem, formatProblems, type Problem } from "./problems.js";
+export {
+  type AutoDuration,
+  DEFAULT_TIMING,
+  fitSeconds,
+  fitShot,
+  MAX_SHOT_S,
+  type Timing,
+  unfitted,
+} from "./timing.js";
 
 export interface ManifestInfo {
   name: string;
@@ -41,14 +51,6 @@ export interface ManifestInfo {
   timing: Timing;
 }
 
-/** Seconds of silence before a shot's first line, between its lines, and after its last line. */
-export interface Timing {
-  lead: number;
-  gap: number;
-  tail: number;
-}
-
-export const DEFAULT_TIMING: Timing = { lead: 0.5, gap: 0.25, tail: 0.5 };
 /** More than this between lines is a pause no narration means; likely seconds taken for ms. */
 const MAX_TIMING_S = 10;
 
@@ -319,6 +321,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
     const expanded = await expandLine(row, ctx, voices, shotSet, lineDefaults);
     if (!isDuplicate) keep(row, expanded);
   }
+  linkAutoShots(jobs, timing, problems);
   if (raw.shots.length === 0 && raw.lines.length === 0 && problems.errorCount === 0) {
     problems.warn(raw.display, 0, "", "the manifest has no shots and no lines");
   }

@@ -11,7 +11,7 @@ import {
   type RunState,
   spentPoints,
 } from "../engine/state.js";
-import type { Job } from "../manifest/index.js";
+import { type Job, unfitted } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import type { PoolStanding } from "./types.js";
 
@@ -85,7 +85,8 @@ export function admit(input: AdmitInput): Admission {
     const step = stepFor(draft, job, input.stored[index]);
     if (step === "none") continue;
     work.push(job);
-    if (step === "new") newCost += job.points ?? 0;
+    // A shot still to be timed to its narration is held at the longest it may get.
+    if (step === "new") newCost += unfitted(job) ? job.auto.maxPoints : (job.points ?? 0);
   }
   const { spentBefore, openReserved } = heldByRun(draft.preview);
   const { maxPoints, available } = input;

@@ -32,7 +32,7 @@ import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js"
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
 import { type Attempt, downloadFailed, type JobState, openAttempt, type RunState } from "../engine/state.js";
 import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
-import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
+import { type Job, type SpeechJob, unfitted, type VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
 import type { StateStore } from "./types.js";
@@ -152,6 +152,10 @@ export class JobRunner {
   }
 
   async run(job: Job): Promise<void> {
+    // Invariant: a shot timed to its narration is created only once fitted (its request has no
+    // duration before); the run's stage fits it when its lines have ended.
+    if (unfitted(job))
+      throw new Error(`${job.id}: a shot with duration auto reached creation before it was timed`);
     for (;;) {
       if (this.c.signal.aborted) return;
       if ((await this.step(job)) === "done") return;
@@ -688,7 +692,12 @@ export class JobRunner {
   }
 
   /** Records a result stored and checked: the job's success. */
-  private async stored(job: Job, task: VideoTask | SpeechTask, written: Written, n: number): Promise<void> {
+  private async stored(
+    job: Job,
+    task: VideoTask | SpeechTask,
+    written: Written & { seconds?: number },
+    n: number,
+  ): Promise<void> {
     // The resolution the service says it delivered: 768P when a requested upscale failed.
     const delivered = job.kind === "video" ? String((task as VideoTask).resolution).slice(0, 32) : undefined;
     await this.c.journal.append(
@@ -701,6 +710,7 @@ export class JobRunner {
           sha256: written.sha256,
           fingerprint: job.fingerprint,
           ...(delivered !== undefined ? { resolution: delivered } : {}),
+          ...(written.seconds ? { seconds: Math.round(written.seconds * 1000) / 1000 } : {}),
           at: Date.now(),
         },
       },

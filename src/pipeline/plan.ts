@@ -6,7 +6,7 @@ import type { Clients } from "../api/index.js";
 import { speechPoints } from "../api/speech.js";
 import type { ResolutionTier } from "../api/video.js";
 import { PriceError, priceFrom } from "../engine/pricing.js";
-import { type Job, type LoadedManifest, loadManifest, type Problem } from "../manifest/index.js";
+import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
 import { inShard, type Shard } from "./shard.js";
 
@@ -31,6 +31,11 @@ export interface PlanResult extends LoadedManifest {
   speechPrice: { value: number | null; source: "service" | "option" | "unknown"; countedChars: number };
   balance?: PointsSummary;
   budget?: number;
+  /**
+   * `duration: auto` shots not fitted yet: their points are estimates; the run admits them at the
+   * longest duration they could get, so `fits` is judged on `atMost` (the total with those).
+   */
+  auto?: { shots: number; estimated: number; atMost: number | null };
   /** Whether the total fits both the balance (when known) and the budget (when set). */
   fits?: boolean;
   /** The shard planned, when one was asked for: `jobs` are its own. */
@@ -76,7 +81,8 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
   speechPrice.countedChars += countedChars;
   const total = speech === null ? null : video + speech;
   const budget = loaded.manifest?.maxPoints;
-  const fits = fitsIn(total, balance, budget);
+  const auto = autoTally(loaded.jobs, total);
+  const fits = fitsIn(auto ? auto.atMost : total, balance, budget);
   const omitted =
     omittedErrors + (loaded.omitted?.warnings ?? 0) > 0
       ? { omitted: { errors: omittedErrors, warnings: loaded.omitted?.warnings ?? 0 } }
@@ -91,6 +97,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     speechPrice,
     ...(balance ? { balance } : {}),
     ...(budget !== undefined ? { budget } : {}),
+    ...(auto ? { auto } : {}),
     ...(fits !== undefined ? { fits } : {}),
     ...(shard ? { shard: { index: shard.index, total: shard.total } } : {}),
   };
@@ -183,6 +190,20 @@ function tally(jobs: readonly Job[]): {
     }
   }
   return { video, speech, byResolution, countedChars };
+}
+
+/** The auto shots not fitted yet: their estimated points, and the total were each at its longest. */
+function autoTally(jobs: readonly Job[], total: number | null): PlanResult["auto"] {
+  let shots = 0;
+  let estimated = 0;
+  let extra = 0;
+  for (const job of jobs) {
+    if (!unfitted(job)) continue;
+    shots += 1;
+    estimated += job.points ?? 0;
+    extra += job.auto.maxPoints - (job.points ?? 0);
+  }
+  return shots === 0 ? undefined : { shots, estimated, atMost: total === null ? null : total + extra };
 }
 
 /** Whether `total` fits both the balance and the budget; undefined when neither is known, or no total. */

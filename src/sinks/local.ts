@@ -287,6 +287,24 @@ export class LocalSink implements Sink {
     return target;
   }
 
+  async readHead(key: string, bytes: number): Promise<Buffer | undefined> {
+    let handle: FileHandle;
+    try {
+      handle = await open(this.localPath(key), "r");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+    try {
+      if (!(await handle.stat()).isFile()) return undefined;
+      const buffer = Buffer.alloc(bytes);
+      const { bytesRead } = await handle.read(buffer, 0, bytes, 0);
+      return buffer.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
+  }
+
   async readText(key: string, maxBytes: number): Promise<string | undefined> {
     const path = this.localPath(key);
     let handle: FileHandle;

@@ -271,6 +271,38 @@ export class S3Sink implements Sink {
     }
   }
 
+  async readHead(key: string, bytes: number): Promise<Buffer | undefined> {
+    const { GetObjectCommand, NoSuchKey, S3ServiceException } = sdk();
+    try {
+      const res = await this.client.send(
+        new GetObjectCommand({
+          Bucket: this.location.bucket,
+          Key: this.key(key),
+          Range: `bytes=0-${bytes - 1}`,
+        }),
+      );
+      const chunks: Buffer[] = [];
+      let got = 0;
+      // A store that ignores Range sends the whole object: read no more than asked.
+      for await (const chunk of (res.Body as Readable | undefined) ?? []) {
+        chunks.push(chunk as Buffer);
+        got += (chunk as Buffer).length;
+        if (got >= bytes) {
+          (res.Body as Readable).destroy();
+          break;
+        }
+      }
+      return Buffer.concat(chunks).subarray(0, bytes);
+    } catch (error) {
+      if (
+        error instanceof NoSuchKey ||
+        (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404)
+      )
+        return undefined;
+      throw storeError(error, `reading ${this.uri(key)}`);
+    }
+  }
+
   async readText(key: string, maxBytes: number): Promise<string | undefined> {
     try {
       return await readBoundedText(this.client, this.location.bucket, this.key(key), maxBytes);

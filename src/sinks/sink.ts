@@ -43,6 +43,8 @@ export interface Sink {
    * (what another machine wrote is read as untrusted input).
    */
   readText(key: string, maxBytes: number): Promise<string | undefined>;
+  /** The first `bytes` bytes of a stored object (fewer when it is shorter), or undefined when there is none. */
+  readHead(key: string, bytes: number): Promise<Buffer | undefined>;
   /** The names of the folders directly under `prefix` (`reports/shards` -> `1-of-4`, ...), at most `max`. */
   folders(prefix: string, max: number): Promise<string[]>;
   /** A local path to read a stored object from, when the sink has one (used to verify media). */

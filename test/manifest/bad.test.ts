@@ -27,7 +27,7 @@ const CASES: readonly Case[] = [
     errors: [
       ["bad/duration.yaml:6: duration", "expected an integer from 4 to 30, got 31"],
       ["bad/duration.yaml:9: duration", "expected an integer from 4 to 30, got 3"],
-      ["bad/duration.yaml:12: duration", "expected an integer, got 5.5"],
+      ["bad/duration.yaml:12: duration", "expected an integer or auto, got 5.5"],
     ],
     jobs: ["shot/s04", "shot/s05"],
   },
@@ -384,7 +384,7 @@ const CASES: readonly Case[] = [
     rule: "CSV rows with too many cells; a CSV file that does not exist",
     errors: [
       ["bad/csv/columns.csv:2", "expected 3 columns, got 4"],
-      ["bad/csv/columns.csv:4: duration", 'expected an integer, got "not quoted"'],
+      ["bad/csv/columns.csv:4: duration", 'expected an integer or auto, got "not quoted"'],
       ["bad/csv/columns.csv:7: duration", "expected an integer from 4 to 30, got 31"],
       ["bad/columns.yaml:6: lines", "csv/nowhere.csv: file not found"],
     ],
@@ -429,7 +429,7 @@ const CASES: readonly Case[] = [
     file: "bad/types.csv",
     rule: "CSV cells that cannot be read as their field's type",
     errors: [
-      ["bad/types.csv:2: duration", 'expected an integer, got "5s"'],
+      ["bad/types.csv:2: duration", 'expected an integer or auto, got "5s"'],
       ["bad/types.csv:2: use_context_ir", 'expected true or false, got "maybe"'],
       ["bad/types.csv:3: speed", 'expected a number, got "fast"'],
       ["bad/types.csv:3: emotion_vector", "expected a list of numbers separated by |"],

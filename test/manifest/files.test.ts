@@ -226,8 +226,8 @@ describe("the manifest and the files it names", () => {
     ]);
     const rows = await ws.loadFrom(dir, "n.yaml");
     expect(rows.formatted).toEqual([
-      'rows.csv:2: duration: expected an integer, got "sk-ml-…[redacted]"',
-      `rows.csv:3: duration: expected an integer, got "${"x".repeat(39)}…"`,
+      'rows.csv:2: duration: expected an integer or auto, got "sk-ml-…[redacted]"',
+      `rows.csv:3: duration: expected an integer or auto, got "${"x".repeat(39)}…"`,
     ]);
     expect(leaks(JSON.stringify([bare, rows]))).toEqual([]);
   });

@@ -105,6 +105,9 @@ function fakes() {
       objects.set(key, { data: Buffer.from(text), metadata: {} });
       return `memory://out/${key}`;
     },
+    async readHead(key, bytes) {
+      return objects.get(key)?.data.subarray(0, bytes);
+    },
     async stat(key) {
       const o = objects.get(key);
       return o ? { bytes: o.data.length, metadata: o.metadata } : undefined;

@@ -7,12 +7,13 @@ import { AuthenticationError, isUnavailable, PermissionError } from "../../api/i
 import { CallbackListener } from "../../engine/callbacks.js";
 import type { PointsLedger } from "../../engine/ledger.js";
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
-import type { Job } from "../../manifest/index.js";
+import { type Job, unfitted } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
 import { type Admission, admit, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
+import { fitFromState, logFitted } from "../fitting.js";
 import { errorInfo } from "../jobs.js";
 import { checkOwner } from "../locate.js";
 import { type PlanResult, plan } from "../plan.js";
@@ -83,9 +84,17 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
 
+  // Shots timed to narration stored already are fitted now, so that reuse is judged on the very
+  // request; the others wait for their lines during the run.
+  for (const shot of await fitFromState(planned.jobs, store.state, sink)) logFitted(ctx.log, shot);
   const only = options.only;
   const shard = located.shard;
-  const selected = (job: Job) => inShard(job, shard) && (!only || matchesOnly(job, only));
+  const chosen = (job: Job) => inShard(job, shard) && (!only || matchesOnly(job, only));
+  // A shot waiting for its narration needs its lines, even when --only names the shot alone.
+  const narration = new Set(
+    planned.jobs.flatMap((job) => (unfitted(job) && chosen(job) ? job.auto.lines : [])),
+  );
+  const selected = (job: Job) => chosen(job) || narration.has(job.id);
   const stored = await storeHolds(ctx, sink, planned.jobs, selected, statePath);
   if (!Array.isArray(stored)) return stored;
   const available = planned.balance?.available_points ?? 0;

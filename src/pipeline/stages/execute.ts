@@ -6,9 +6,17 @@ import type { VideoTask } from "../../api/video.js";
 import { SpeechPricer } from "../../engine/pricing.js";
 import type { JobState } from "../../engine/state.js";
 import { DEFAULT_TRACK_OPTIONS, SpeechPoller, VideoPoller } from "../../engine/tracker.js";
-import type { Job } from "../../manifest/index.js";
+import {
+  type AutoDuration,
+  fitShot,
+  type Job,
+  outputKey,
+  unfitted,
+  type VideoJob,
+} from "../../manifest/index.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import type { RunContext } from "../context.js";
+import { logFitted, narrationOf } from "../fitting.js";
 import { errorInfo, JobRunner } from "../jobs.js";
 import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
@@ -69,14 +77,22 @@ export async function execute(
       (st.previous ?? []).some((a) => a.spent === undefined) ||
       (!planIds.has(st.id) && st.attempts.some((a) => a.spent === undefined)),
   );
-  const running = await runAll(ctx, gate, [
-    ...longestFirst(work).map((job) => ({ id: job.id, kind: job.kind, life: () => life.run(job) })),
-    ...orphans.map((st: JobState) => ({
-      id: st.id,
-      kind: st.kind,
-      life: () => life.settleOrphans(st, !planIds.has(st.id)),
-    })),
-  ]);
+  const narrated = narrations(ctx, opened, admitted, life, watch.changed);
+  const running = await runAll(
+    ctx,
+    gate,
+    [
+      ...longestFirst(work).map((job) =>
+        unfitted(job) ? narrated.shot(job) : { id: job.id, kind: job.kind, life: () => life.run(job) },
+      ),
+      ...orphans.map((st: JobState) => ({
+        id: st.id,
+        kind: st.kind,
+        life: () => life.settleOrphans(st, !planIds.has(st.id)),
+      })),
+    ],
+    narrated.ended,
+  );
   if (running > 0)
     ctx.log.warn({ event: "interrupted", waiting: running }, "leaving jobs still queued for a request");
 
@@ -242,6 +258,98 @@ function watchJobs(
   return { changed, stoppedBy: () => stoppedBy };
 }
 
+/** A job's life in the run; `ready`, when given, is awaited first, and false skips the life. */
+interface Life {
+  id: string;
+  kind: "video" | "speech";
+  life: () => Promise<void>;
+  ready?: () => Promise<boolean>;
+}
+
+/**
+ * Shots timed to their narration: each waits for its lines' lives to end, is fitted to their stored
+ * lengths and declared with the fitted request's fingerprint, then runs as any shot (or is reused,
+ * when the store holds that very request's result). A line that failed fails its shot before it
+ * costs anything; a run stopped first leaves the shot pending.
+ */
+function narrations(
+  ctx: RunContext,
+  opened: Opened,
+  admitted: Admitted,
+  runner: JobRunner,
+  changed: (job: Job) => void,
+): { shot(job: VideoJob & { auto: AutoDuration }): Life; ended(id: string): void } {
+  const { planned, store } = admitted;
+  const waits = new Map<string, { done: Promise<void>; resolve: () => void }>();
+  const waitFor = (id: string) => {
+    let entry = waits.get(id);
+    if (!entry) {
+      let resolve = () => {};
+      const done = new Promise<void>((r) => {
+        resolve = r;
+      });
+      entry = { done, resolve };
+      waits.set(id, entry);
+    }
+    return entry;
+  };
+  const work = new Set(admitted.admission.work.map((job) => job.id));
+  const stopped = () => ctx.stop.signal.aborted || runner.stopped;
+  const shot = (job: VideoJob & { auto: AutoDuration }): Life => {
+    let fitted: VideoJob | undefined;
+    const ready = async (): Promise<boolean> => {
+      // Lines this run does not work on have ended already (stored, or failed for good).
+      await Promise.all(job.auto.lines.filter((id) => work.has(id)).map((id) => waitFor(id).done));
+      if (stopped()) return false;
+      const byId = new Map(planned.jobs.map((j) => [j.id, j]));
+      const narration = await narrationOf(job, store.state, byId, opened.sink);
+      if ("missing" in narration) {
+        // A run stopped mid-way leaves the lines pending: the shot waits for the next run.
+        if (stopped()) return false;
+        const error = {
+          code: "narration_missing",
+          message: `its duration is auto, and its narration is not all there: ${narration.missing.map((m) => m.why).join("; ")}`,
+        };
+        await store.append({ t: "failed", id: job.id, error }, { durable: true });
+        ctx.log.error({ job: job.id, event: "failed", error }, error.message);
+        changed(job);
+        return false;
+      }
+      fitted = fitShot(job, narration.seconds);
+      logFitted(ctx.log, fitted);
+      const index = planned.jobs.findIndex((j) => j.id === job.id);
+      if (index >= 0) planned.jobs[index] = fitted;
+      await store.append(
+        {
+          t: "job",
+          id: job.id,
+          kind: "video",
+          fingerprint: fitted.fingerprint,
+          estimate: fitted.points ?? 0,
+        },
+        { durable: true },
+      );
+      // Re-timed to the length it had: the result stored for that very request is the shot's.
+      const st = store.state.jobs[job.id];
+      if (st?.output?.fingerprint === fitted.fingerprint) {
+        const entry = await opened.sink.stat(outputKey(fitted)).catch(() => undefined);
+        if (entry && entry.bytes === st.output.bytes) {
+          await store.append({ t: "skip", id: job.id }, { durable: true });
+          ctx.log.info(
+            { job: job.id, event: "reused", uri: st.output.uri },
+            "reused: its narration kept its length",
+          );
+          changed(fitted);
+          return false;
+        }
+      }
+      return !stopped();
+    };
+    return { id: job.id, kind: "video", ready, life: () => runner.run(fitted as VideoJob) };
+  };
+  return { shot, ended: (id) => waitFor(id).resolve() };
+}
+
 /**
  * Runs every life under its service's in-flight limit and waits for all of them, or, once the run
  * is stopped, for a short grace: requests in flight are aborted at once, but a request still queued
@@ -252,7 +360,8 @@ function watchJobs(
 async function runAll(
   ctx: RunContext,
   gate: RunGate,
-  lives: ReadonlyArray<{ id: string; kind: "video" | "speech"; life: () => Promise<void> }>,
+  lives: readonly Life[],
+  ended: (id: string) => void,
 ): Promise<number> {
   let running = lives.length;
   const unexpected = (id: string) => (error: unknown) => {
@@ -261,12 +370,14 @@ async function runAll(
     ctx.log.error({ job: id, event: "job-error", error: errorInfo(error) }, "unexpected error");
   };
   const all = Promise.all(
-    lives.map(({ id, kind, life }) =>
-      gate[kind]
-        .tasks(life)
+    lives.map(({ id, kind, life, ready }) =>
+      // A life that waits for others (a shot for its narration) takes no slot while it waits.
+      (ready ? ready() : Promise.resolve(true))
+        .then((go) => (go ? gate[kind].tasks(life) : undefined))
         .catch(unexpected(id))
         .finally(() => {
           running -= 1;
+          ended(id);
         }),
     ),
   );

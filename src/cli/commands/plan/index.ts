@@ -1,7 +1,7 @@
 // `clapper plan MANIFEST`: validate, expand, estimate. No task is ever created.
 
 import { RESOLUTIONS } from "../../../api/video.js";
-import { formatProblem, formatProblems } from "../../../manifest/index.js";
+import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/index.js";
 import type { PlanResult } from "../../../pipeline/plan.js";
 import { shardOf } from "../../../pipeline/shard.js";
 
@@ -39,7 +39,20 @@ export function planJson(r: PlanResult, shards?: number) {
       ...(total !== undefined ? { shard: shardOf(j, total) } : {}),
       source: `${j.file}:${j.line}`,
       ...(j.kind === "video"
-        ? { resolution: j.tier, duration: j.duration }
+        ? {
+            resolution: j.tier,
+            duration: j.duration,
+            // Timed to its narration: the duration and points are estimates until its lines exist.
+            ...(j.auto
+              ? {
+                  auto: {
+                    lines: j.auto.lines,
+                    estimated: j.auto.fitted === undefined,
+                    max_points: j.auto.maxPoints,
+                  },
+                }
+              : {}),
+          }
         : { counted_characters: j.countedChars }),
     })),
     points: r.points,
@@ -51,6 +64,9 @@ export function planJson(r: PlanResult, shards?: number) {
     },
     ...(r.balance ? { balance: r.balance } : {}),
     ...(r.budget !== undefined ? { budget: { max_points: r.budget } } : {}),
+    ...(r.auto
+      ? { auto: { shots: r.auto.shots, estimated_points: r.auto.estimated, at_most: r.auto.atMost } }
+      : {}),
     ...(r.fits !== undefined ? { fits: r.fits } : {}),
     // The problems kept (a bounded number), and how many were found in all.
     errors: r.errors.map(formatProblem),
@@ -91,16 +107,22 @@ export function renderPlan(r: PlanResult, shards?: number): string {
   out.push(
     `  total   ${String(r.counts.total).padStart(5)} jobs  ${String(r.points.total ?? "?").padStart(9)} points`,
   );
+  if (r.auto) {
+    out.push(
+      `  auto    ${String(r.auto.shots).padStart(5)} shots timed to their narration: ${r.auto.estimated} points estimated from the lines' text; at their longest (${MAX_SHOT_S} s) the run costs at most ${r.auto.atMost ?? "?"} points, which is what must fit`,
+    );
+  }
+  // Admission holds auto shots at their longest, so that is what must fit.
+  const total = r.auto ? r.auto.atMost : r.points.total;
   if (r.balance) {
-    const total = r.points.total;
     const verdict =
       total === null ? "unknown" : total <= r.balance.available_points ? "fits" : "DOES NOT FIT";
     out.push(`balance: ${r.balance.available_points} points available: ${verdict}`);
   }
   if (r.budget !== undefined) {
-    const fitsBudget = r.points.total !== null && r.points.total <= r.budget;
+    const fitsBudget = total !== null && total <= r.budget;
     out.push(
-      `budget:  max_points ${r.budget}: ${r.points.total === null ? "unknown" : fitsBudget ? "fits" : "DOES NOT FIT"}`,
+      `budget:  max_points ${r.budget}: ${total === null ? "unknown" : fitsBudget ? "fits" : "DOES NOT FIT"}`,
     );
   }
   if (shards !== undefined && !r.shard) {

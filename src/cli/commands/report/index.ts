@@ -43,7 +43,7 @@ export async function rewriteReport(o: {
   }
   try {
     const state = await ownState(located, o.s3);
-    const report = reportFromState(located, state);
+    const report = await reportFromState(located, state);
     // The same output as the run's: a folder, or S3.
     const { sink } = outputs(
       { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },

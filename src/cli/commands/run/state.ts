@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { Journal } from "../../../engine/journal.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../../../engine/state.js";
 import type { Problem } from "../../../manifest/problems.js";
+import { fitFromState } from "../../../pipeline/fitting.js";
 import { checkOwner, defaultStatePath, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { buildReport, type Report } from "../../../pipeline/report.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
@@ -104,11 +105,14 @@ export function sandboxStatePath(located: LocatedRun): string {
 }
 
 /** The report of a run as its state stands (status, report): interrupted when it began and never finished. */
-export function reportFromState(located: LocatedRun, state: RunState): Report {
+export async function reportFromState(located: LocatedRun, state: RunState): Promise<Report> {
   const shard = located.shard;
+  // Shots timed to narration, as the run fitted them (the state says how long each line is).
+  const jobs = [...located.loaded.jobs];
+  await fitFromState(jobs, state);
   return buildReport({
     state,
-    jobs: shard ? located.loaded.jobs.filter((job) => inShard(job, shard)) : located.loaded.jobs,
+    jobs: shard ? jobs.filter((job) => inShard(job, shard)) : jobs,
     ...(shard ? { shard } : {}),
     manifest: located.manifest.display,
     name: located.manifest.name,

@@ -22,7 +22,7 @@ export async function status(o: {
 }): Promise<StatusReport> {
   const located = await locate(o.manifest, o.cwd, o);
   const state = await ownState(located, o.s3);
-  const report = reportFromState(located, state);
+  const report = await reportFromState(located, state);
   if (!neverRun(state)) return report;
   return {
     ...report,

@@ -1,0 +1,167 @@
+// `duration: auto`: a shot as long as its narration. Before the lines exist the shot's length is an
+// estimate from their text (what `plan` shows and costs); admission holds the longest the shot could
+// be; once every line is stored, its real length (read from the WAV) fits the shot, and the fitted
+// shot is the very request an explicit `duration:` of that length would make, fingerprint included.
+import { createHash } from "node:crypto";
+import { configure } from "safe-stable-stringify";
+import { videoPoints } from "../api/video.js";
+import type { Job, SpeechJob, VideoJob } from "./expand.js";
+import type { Problems } from "./problems.js";
+
+const stableStringify = configure({ deterministic: true });
+
+/** The service's range of a video's duration (video spec: 4 to 30 seconds inclusive). */
+export const MIN_SHOT_S = 4;
+export const MAX_SHOT_S = 30;
+
+/** Seconds of silence before a shot's first line, between its lines, and after its last line. */
+export interface Timing {
+  lead: number;
+  gap: number;
+  tail: number;
+}
+
+export const DEFAULT_TIMING: Timing = { lead: 0.5, gap: 0.25, tail: 0.5 };
+
+export interface AutoDuration {
+  /** The shot's narration in manifest order (`line/n01`, ...). */
+  lines: string[];
+  timing: Timing;
+  /** Seconds estimated from the lines' text and speed, before they exist. */
+  estimated: number;
+  /** Seconds fitted to the stored lines; the job's duration, fingerprint and points follow it. */
+  fitted?: number;
+  /** The narration's real length (lines and gaps, without lead and tail), once fitted. */
+  narration?: number;
+  /** Points at the longest duration the shot may get: what admission holds until it is fitted. */
+  maxPoints: number;
+  /** What the fingerprint is made of, less the duration. */
+  basis: { request: Record<string, unknown>; take?: number };
+}
+
+/**
+ * Counted characters (letters and digits) spoken per second at speed 1: about 150 words a minute
+ * for alphabetic scripts; Chinese and Japanese speak about 4 to 5 characters a second. An estimate
+ * only: the admission holds the longest shot, and the real length is read from the WAV.
+ */
+const CHARS_PER_SECOND: Record<string, number> = { ZH: 4.5, JA: 5, AR: 12 };
+const DEFAULT_CHARS_PER_SECOND = 14;
+
+export function estimateLineSeconds(line: SpeechJob): number {
+  const rate = CHARS_PER_SECOND[line.request.language ?? "EN"] ?? DEFAULT_CHARS_PER_SECOND;
+  const speed = line.request.speed ?? 1;
+  return Math.max(0.5, line.countedChars / rate) / speed;
+}
+
+/** The shot's length for lines of these lengths: lead, lines with gaps, tail; whole seconds in range. */
+export function fitSeconds(
+  lineSeconds: readonly number[],
+  timing: Timing,
+): { duration: number; narration: number; over: boolean } {
+  const narration =
+    lineSeconds.reduce((sum, s) => sum + s, 0) + timing.gap * Math.max(0, lineSeconds.length - 1);
+  const total = timing.lead + narration + timing.tail;
+  // A thousandth of slack: 6.0000001 s of float arithmetic is a 6 s shot, not a 7 s one.
+  const whole = Math.ceil(total - 1e-3);
+  return {
+    duration: Math.min(MAX_SHOT_S, Math.max(MIN_SHOT_S, whole)),
+    narration: round3(narration),
+    over: whole > MAX_SHOT_S,
+  };
+}
+
+const round3 = (n: number) => Math.round(n * 1000) / 1000;
+
+export function fingerprintOf(value: unknown): string {
+  return createHash("sha256")
+    .update(stableStringify(value) ?? "")
+    .digest("hex");
+}
+
+/** The fingerprint of a shot's request at `duration`: the same whether written or fitted. */
+export function shotFingerprint(basis: AutoDuration["basis"], duration: number | "auto", extra = {}): string {
+  const { take, request } = basis;
+  return fingerprintOf({
+    v: 1,
+    kind: "video",
+    request: { ...request, duration },
+    ...(take !== undefined ? { take } : {}),
+    ...extra,
+  });
+}
+
+/** The shot fitted to its stored lines' lengths (seconds, in the order of `auto.lines`). */
+export function fitShot(job: VideoJob, lineSeconds: readonly number[]): VideoJob {
+  const auto = job.auto as AutoDuration;
+  const fit = fitSeconds(lineSeconds, auto.timing);
+  return {
+    ...job,
+    duration: fit.duration,
+    request: { ...job.request, duration: fit.duration },
+    fingerprint: shotFingerprint(auto.basis, fit.duration),
+    points: videoPoints(job.request.resolution, fit.duration),
+    auto: { ...auto, fitted: fit.duration, narration: fit.narration },
+  };
+}
+
+/** An auto shot whose lines are not all stored yet. */
+export function unfitted(job: Job): job is VideoJob & { auto: AutoDuration } {
+  return job.kind === "video" && job.auto !== undefined && job.auto.fitted === undefined;
+}
+
+/**
+ * Gives each auto shot its lines, its estimate and its provisional fingerprint (made of its lines'
+ * fingerprints: an edited line changes it, so the shot is fitted again, and only that shot).
+ */
+export function linkAutoShots(jobs: Job[], timing: Timing, problems: Problems): void {
+  const linesOf = new Map<string, SpeechJob[]>();
+  for (const job of jobs) {
+    if (job.kind !== "speech" || job.shot === undefined) continue;
+    const list = linesOf.get(job.shot);
+    if (list) list.push(job);
+    else linesOf.set(job.shot, [job]);
+  }
+  const warned = new Set<string>();
+  for (const [i, job] of jobs.entries()) {
+    if (job.kind !== "video" || !job.auto) continue;
+    const lines = linesOf.get(job.rowId) ?? [];
+    if (lines.length === 0) {
+      if (!warned.has(job.rowId))
+        problems.error(
+          job.file,
+          job.line,
+          "duration",
+          `auto times the shot to its narration, but no line names this shot (add lines with shot: ${job.rowId}, or give the duration in seconds)`,
+        );
+      warned.add(job.rowId);
+      continue;
+    }
+    const fit = fitSeconds(lines.map(estimateLineSeconds), timing);
+    if (fit.over && !warned.has(job.rowId)) {
+      problems.warn(
+        job.file,
+        job.line,
+        "duration",
+        `auto: the narration is estimated at ${fit.narration.toFixed(1)} s with lead and tail, longer than the longest shot (${MAX_SHOT_S} s): the shot will be ${MAX_SHOT_S} s and the narration will run past its end`,
+      );
+    }
+    warned.add(job.rowId);
+    const auto: AutoDuration = {
+      ...job.auto,
+      lines: lines.map((line) => line.id),
+      timing,
+      estimated: fit.duration,
+      maxPoints: videoPoints(job.request.resolution, MAX_SHOT_S),
+    };
+    jobs[i] = {
+      ...job,
+      duration: fit.duration,
+      points: videoPoints(job.request.resolution, fit.duration),
+      fingerprint: shotFingerprint(auto.basis, "auto", {
+        narration: lines.map((line) => line.fingerprint),
+        timing,
+      }),
+      auto,
+    };
+  }
+}
