@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { basename, dirname, extname, resolve } from "node:path";
 import { show } from "../api/common.js";
+import { type AssembleSettings, checkTakes, readAssemble } from "./assemble.js";
 import {
   type DefaultsRead,
   type ExpandContext,
@@ -21,6 +22,7 @@ import type { Located, RawRow } from "./rows.js";
 import { displayPath, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 
+export type { AssembleSettings, Transition } from "./assemble.js";
 export type { Job, SkillRef, SpeechJob, VideoJob, VoiceSpec } from "./expand.js";
 export type { MaterialRef } from "./materials.js";
 export { outputKey } from "./outputs.js";
@@ -39,6 +41,8 @@ export interface ManifestInfo {
   skills: SkillRef[];
   /** Where narration sits in its shot: fits `duration: auto` shots, and places lines in `assemble`. */
   timing: Timing;
+  /** The `assemble:` block (how `clapper assemble` makes the episode), when the manifest has one. */
+  assemble?: AssembleSettings;
 }
 
 /** Seconds of silence before a shot's first line, between its lines, and after its last line. */
@@ -170,6 +174,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
     }
   }
   const timing = readTiming(top("timing")?.value, fail);
+  const assemble = await readAssemble(top("assemble")?.value, raw.dir, fail);
   const vars: Record<string, string> = {};
   const varsValue = top("vars")?.value;
   if (varsValue !== undefined && varsValue !== null) {
@@ -319,6 +324,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
     const expanded = await expandLine(row, ctx, voices, shotSet, lineDefaults);
     if (!isDuplicate) keep(row, expanded);
   }
+  checkTakes(assemble, jobs, fail);
   if (raw.shots.length === 0 && raw.lines.length === 0 && problems.errorCount === 0) {
     problems.warn(raw.display, 0, "", "the manifest has no shots and no lines");
   }
@@ -334,6 +340,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       ...(pool ? { pool } : {}),
       skills: [...skills.values()],
       timing,
+      ...(assemble ? { assemble } : {}),
     },
     jobs,
     problems,
