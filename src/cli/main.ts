@@ -18,6 +18,7 @@ import {
   type ParsedArgs,
   type Runtime,
 } from "./command.js";
+import { assemble } from "./commands/assemble/command.js";
 import { balance } from "./commands/balance/command.js";
 import { budget } from "./commands/budget/command.js";
 import { cancel } from "./commands/cancel/command.js";
@@ -50,6 +51,7 @@ const COMMANDS: readonly Command[] = [
   status,
   report,
   cancel,
+  assemble,
   balance,
   budget,
   skills,

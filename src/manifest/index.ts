@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { basename, dirname, extname, resolve } from "node:path";
 import { show } from "../api/common.js";
+import { type AssembleSettings, checkTakes, readAssemble } from "./assemble.js";
 import {
   type DefaultsRead,
   type ExpandContext,
@@ -22,6 +23,7 @@ import { displayPath, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 import { DEFAULT_TIMING, linkAutoShots, type Timing } from "./timing.js";
 
+export type { AssembleSettings, Transition } from "./assemble.js";
 export type { Job, SkillRef, SpeechJob, VideoJob, VoiceSpec } from "./expand.js";
 export type { MaterialRef } from "./materials.js";
 export { outputKey } from "./outputs.js";
@@ -49,6 +51,8 @@ export interface ManifestInfo {
   skills: SkillRef[];
   /** Where narration sits in its shot: fits `duration: auto` shots, and places lines in `assemble`. */
   timing: Timing;
+  /** The `assemble:` block (how `clapper assemble` makes the episode), when the manifest has one. */
+  assemble?: AssembleSettings;
 }
 
 /** More than this between lines is a pause no narration means; likely seconds taken for ms. */
@@ -172,6 +176,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
     }
   }
   const timing = readTiming(top("timing")?.value, fail);
+  const assemble = await readAssemble(top("assemble")?.value, raw.dir, fail);
   const vars: Record<string, string> = {};
   const varsValue = top("vars")?.value;
   if (varsValue !== undefined && varsValue !== null) {
@@ -322,6 +327,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
     if (!isDuplicate) keep(row, expanded);
   }
   linkAutoShots(jobs, timing, problems);
+  checkTakes(assemble, jobs, fail);
   if (raw.shots.length === 0 && raw.lines.length === 0 && problems.errorCount === 0) {
     problems.warn(raw.display, 0, "", "the manifest has no shots and no lines");
   }
@@ -337,6 +343,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
       ...(pool ? { pool } : {}),
       skills: [...skills.values()],
       timing,
+      ...(assemble ? { assemble } : {}),
     },
     jobs,
     problems,

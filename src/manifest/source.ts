@@ -33,6 +33,7 @@ export const TOP_LEVEL_FIELDS = [
   "shots",
   "lines",
   "timing",
+  "assemble",
 ] as const;
 
 /** Shown paths are relative to the working directory when that is shorter. */

@@ -82,8 +82,8 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
     );
   });
 
-  it("manifest errors (exit 2) for plan, run, status, report and cancel, with their problems as fields", async () => {
-    const commands = ["plan", "run", "status", "report", "cancel"];
+  it("manifest errors (exit 2) for plan, run, status, report, cancel and assemble, with their problems as fields", async () => {
+    const commands = ["plan", "run", "status", "report", "cancel", "assemble"];
     const results = await Promise.all(
       commands.map((c) => clapper([c, bad, "--json"], { cwd: dir.path, env: { GITHUB_ACTIONS: "true" } })),
     );
@@ -162,6 +162,7 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
         /cannot read the skill file .*absent\.md: no such file or folder \(ENOENT\)/,
       ],
       [["report", good], 2, /^no run of good yet: nothing to report; run clapper run good\.yaml first$/],
+      [["assemble", good], 1, /^no run of good yet: no shot is stored; run clapper run good\.yaml first$/],
       [["plan", join(dir.path, "absent.yaml")], 2, /absent\.yaml/],
       [
         ["run", good, "--state", join(good, "sub", "state.jsonl")],

@@ -1,0 +1,132 @@
+// The manifest's `assemble:` block: how `clapper assemble` cuts the run's shots and lines into one
+// episode. Checked with the rest of the manifest (plan sees a missing music file before a run pays
+// for anything); the episode itself is made in src/pipeline/assemble.ts.
+import { resolve } from "node:path";
+import { show } from "../api/common.js";
+import type { Job } from "./expand.js";
+import { checkRegularFile, FileError } from "./files.js";
+import { didYouMean } from "./problems.js";
+
+export type Transition = "none" | "fade";
+
+export interface AssembleSettings {
+  /** A music bed under the whole episode: the absolute path, and the path as written. */
+  music?: { path: string; written: string };
+  /** The bed's gain in dB (negative: under the narration). */
+  musicDb: number;
+  /** `fade`: each shot fades in from black and out to black inside its own length. */
+  transition: Transition;
+  transitionSeconds: number;
+  /** Shot id -> the take used; a shot not named uses take 1. */
+  takes: Record<string, number>;
+}
+
+export const DEFAULT_ASSEMBLE: AssembleSettings = {
+  musicDb: -18,
+  transition: "none",
+  transitionSeconds: 0.5,
+  takes: {},
+};
+
+const FIELDS = ["music", "music_db", "transition", "transition_seconds", "takes"] as const;
+const TRANSITIONS: readonly Transition[] = ["none", "fade"];
+const MIN_DB = -60;
+const MAX_DB = 0;
+/** A fade longer than this is no transition but a scene of black. */
+const MAX_TRANSITION_S = 5;
+
+type Fail = (key: string, message: string) => void;
+
+/** `assemble: {music, music_db, transition, transition_seconds, takes}`, each optional. */
+export async function readAssemble(
+  value: unknown,
+  manifestDir: string,
+  fail: Fail,
+): Promise<AssembleSettings | undefined> {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    fail("assemble", `expected {music, music_db, transition, transition_seconds, takes}, got ${show(value)}`);
+    return undefined;
+  }
+  const settings: AssembleSettings = { ...DEFAULT_ASSEMBLE, takes: {} };
+  const v = value as Record<string, unknown>;
+  for (const k of Object.keys(v)) {
+    if (!(FIELDS as readonly string[]).includes(k))
+      fail(`assemble.${k}`, `unknown field${didYouMean(k, FIELDS) || ` (known: ${FIELDS.join(", ")})`}`);
+  }
+  if (v.music !== undefined && v.music !== null) {
+    if (typeof v.music !== "string" || v.music.trim() === "") {
+      fail("assemble.music", `expected an audio file path, got ${show(v.music)}`);
+    } else {
+      const path = resolve(manifestDir, v.music);
+      try {
+        // Only looked at here: the bytes are hashed when the episode is assembled.
+        await checkRegularFile(path);
+        settings.music = { path, written: v.music };
+      } catch (error) {
+        fail(
+          "assemble.music",
+          error instanceof FileError && error.problem === "missing"
+            ? `file not found: ${v.music} (relative to the manifest)`
+            : `${v.music}: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }
+  }
+  if (v.music_db !== undefined) {
+    if (
+      typeof v.music_db === "number" &&
+      Number.isFinite(v.music_db) &&
+      v.music_db >= MIN_DB &&
+      v.music_db <= MAX_DB
+    )
+      settings.musicDb = v.music_db;
+    else
+      fail("assemble.music_db", `expected a gain in dB from ${MIN_DB} to ${MAX_DB}, got ${show(v.music_db)}`);
+  }
+  if (v.transition !== undefined) {
+    if (typeof v.transition === "string" && (TRANSITIONS as readonly string[]).includes(v.transition))
+      settings.transition = v.transition as Transition;
+    else fail("assemble.transition", `expected one of ${TRANSITIONS.join(", ")}, got ${show(v.transition)}`);
+  }
+  if (v.transition_seconds !== undefined) {
+    const s = v.transition_seconds;
+    if (typeof s === "number" && Number.isFinite(s) && s > 0 && s <= MAX_TRANSITION_S)
+      settings.transitionSeconds = s;
+    else
+      fail(
+        "assemble.transition_seconds",
+        `expected seconds above 0 and at most ${MAX_TRANSITION_S}, got ${show(s)}`,
+      );
+  }
+  if (v.takes !== undefined && v.takes !== null) {
+    if (typeof v.takes !== "object" || Array.isArray(v.takes)) {
+      fail("assemble.takes", `expected a mapping of shot id: take number, got ${show(v.takes)}`);
+    } else {
+      for (const [shot, take] of Object.entries(v.takes)) {
+        if (typeof take === "number" && Number.isInteger(take) && take >= 1) settings.takes[shot] = take;
+        else fail(`assemble.takes.${shot}`, `expected a take number (1, 2, ...), got ${show(take)}`);
+      }
+    }
+  }
+  return settings;
+}
+
+/** Each `assemble.takes` entry names a shot of the manifest and one of its takes. */
+export function checkTakes(settings: AssembleSettings | undefined, jobs: readonly Job[], fail: Fail): void {
+  if (!settings) return;
+  const takes = new Map<string, number>();
+  for (const job of jobs) {
+    if (job.kind === "video") takes.set(job.rowId, Math.max(takes.get(job.rowId) ?? 0, job.take ?? 1));
+  }
+  for (const [shot, take] of Object.entries(settings.takes)) {
+    const count = takes.get(shot);
+    if (count === undefined)
+      fail(`assemble.takes.${shot}`, `no shot ${JSON.stringify(shot)}${didYouMean(shot, [...takes.keys()])}`);
+    else if (take > count)
+      fail(
+        `assemble.takes.${shot}`,
+        `shot ${shot} has ${count} take${count === 1 ? "" : "s"}, so take ${take} does not exist`,
+      );
+  }
+}
