@@ -9,7 +9,7 @@ import { expect } from "vitest";
 import type { Report } from "../../src/pipeline/report.js";
 import { speechDurationMs } from "../../src/sandbox/media.js";
 import { browserTest, launch, mediaStates, visibleRows, watch } from "../helpers/browser.js";
-import { type Line, runIn, type Shot, setup } from "./helpers.js";
+import { cli, type Line, runIn, type Shot, setup } from "./helpers.js";
 
 const SHOTS: Shot[] = [
   { id: "s01", prompt: "Wide shot: a lighthouse on a cliff at dusk", duration: 5 },
@@ -142,5 +142,45 @@ browserTest(
     const outside = seen.requests.filter((url) => !url.startsWith(pathToFileURL(copy).href));
     expect(outside, "requests that left the run's folder").toEqual([]);
     expect(seen.requests.length).toBeGreaterThan(media.length);
+  },
+);
+
+browserTest(
+  "each shard writes its own report.html, and the merge one over every job, all playing from their folders",
+  async () => {
+    const { s, w } = await setup();
+    const manifest = await w.manifest({ shots: SHOTS.filter((x) => x.id !== "s04"), lines: LINES });
+    for (const index of [1, 2]) {
+      const ran = await runIn(s, manifest, { shard: { index, total: 2 } });
+      expect(ran.outcome.reportUris).toContain(join(w.out(), `reports/shards/${index}-of-2/report.html`));
+    }
+    const merged = await cli(undefined, ["report", manifest, "--merge"]);
+    // `report` exits 0 once it has written the reports, whatever the run became.
+    expect(merged.code, merged.err).toBe(0);
+    const context = await launch();
+    const shown: string[][] = [];
+    for (const folder of ["reports/shards/1-of-2", "reports/shards/2-of-2", "reports"]) {
+      const page = await context.newPage();
+      const seen = watch(page);
+      await page.goto(pathToFileURL(join(w.out(), folder, "report.html")).href);
+      const media = await mediaStates(page);
+      for (const m of media) expect(m.readyState, `${folder}: ${m.job} (${m.src})`).toBeGreaterThanOrEqual(1);
+      shown.push(media.map((m) => m.job));
+      expect(seen.problems, folder).toEqual([]);
+      await page.close();
+    }
+    const [one = [], two = [], all = []] = shown;
+    // The shards split the jobs between them; the merged page shows them all.
+    expect([...one, ...two].sort()).toEqual([...all].sort());
+    expect(all.sort()).toEqual([
+      "line/n01",
+      "line/n02",
+      "line/n03",
+      "shot/s01",
+      "shot/s02/take-1",
+      "shot/s02/take-2",
+    ]);
+    expect(one.length).toBeGreaterThan(0);
+    expect(two.length).toBeGreaterThan(0);
   },
 );
