@@ -1,5 +1,6 @@
 // The run report, built from the journal's state: report.json (the contract of BRIEF.md, plus a
-// few fields), report.md for people, junit.xml for CI, and a summary for GitHub's step summary.
+// few fields), report.md for people, junit.xml for CI, a summary for GitHub's step summary, and
+// report.html, the storyboard with its media (review-page.ts).
 // Text from the services (error messages, resolutions) reaches all of them: the reports are
 // redacted, and junit.xml and the markdown carry no control character.
 import { createHash } from "node:crypto";
@@ -9,6 +10,7 @@ import { UPSCALE_TIERS } from "../api/video.js";
 import { type JobState, openAttempt, type RunState, spentPoints } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
+import { mediaLinks, renderReviewPage } from "./review-page.js";
 
 export type ReportJobStatus = "succeeded" | "failed" | "cancelled" | "skipped" | "pending";
 
@@ -659,6 +661,11 @@ export interface WriteReportsOptions {
   stepSummary?: boolean;
   /** Where in the sink: `reports` (default), `reports/shards/I-of-N` for a shard. */
   folder?: string;
+  /**
+   * The manifest's jobs: report.html shows what they asked for (prompt, text, voice, shot, take)
+   * beside what the report says became of them. Without them the page lists the report's rows.
+   */
+  jobs?: readonly Job[];
 }
 
 /** The reports' folder in the sink: a shard's go to `reports/shards/I-of-N`. */
@@ -685,7 +692,7 @@ export async function appendStepSummary(path: string, report: Report): Promise<b
   return true;
 }
 
-/** Writes the three reports beside the outputs, and the summary for GitHub Actions when asked. */
+/** Writes the four reports beside the outputs, and the summary for GitHub Actions when asked. */
 export async function writeReports(
   sink: Sink,
   report: Report,
@@ -698,6 +705,9 @@ export async function writeReports(
     await sink.writeText(`${folder}/report.md`, reportMarkdown(report), "text/markdown"),
     await sink.writeText(`${folder}/junit.xml`, junitXml(report), "application/xml"),
   ];
+  const { links, expiresAt } = await mediaLinks(sink, report, folder);
+  const page = renderReviewPage({ report, jobs: options.jobs ?? [], links, linksExpireAt: expiresAt });
+  uris.push(await sink.writeText(`${folder}/report.html`, page, "text/html; charset=utf-8"));
   if (env.GITHUB_STEP_SUMMARY && options.stepSummary !== false)
     await appendStepSummary(env.GITHUB_STEP_SUMMARY, report);
   return uris;

@@ -352,6 +352,15 @@ export class S3Sink implements Sink {
     );
   }
 
+  async presignMany(keys: readonly string[], seconds: number): Promise<{ urls: string[]; expiresAt: Date }> {
+    // Temporary credentials (a role, SSO) sign links that die with them, whatever expiresIn says.
+    const credentials = await this.client.config.credentials().catch(() => undefined);
+    const until = Date.now() + seconds * 1000;
+    const expiration = credentials?.expiration?.getTime();
+    const urls = await Promise.all(keys.map((key) => this.presign(key, seconds)));
+    return { urls, expiresAt: new Date(expiration !== undefined && expiration < until ? expiration : until) };
+  }
+
   /** Reads an object (verification of media stored in S3 reads its headers from here). */
   async read(key: string): Promise<Readable> {
     const { GetObjectCommand } = sdk();

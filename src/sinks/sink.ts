@@ -50,6 +50,12 @@ export interface Sink {
   /** A local path to read a stored object from, when the sink has one (used to verify media). */
   localPath?(key: string): string;
   /**
+   * GET links to stored objects for people to open (the review page), where the store signs them
+   * (S3): valid for `seconds`, or until the credentials that signed them expire if sooner
+   * (`expiresAt` says which).
+   */
+  presignMany?(keys: readonly string[], seconds: number): Promise<{ urls: string[]; expiresAt: Date }>;
+  /**
    * Proves the sink can take writes (creates and removes a small object), so a run stops before
    * its first create, not after paying, when the output is not writable. Throws OutputError.
    */

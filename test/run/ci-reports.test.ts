@@ -637,6 +637,7 @@ describe("the report functions", () => {
     try {
       const written: string[] = [];
       const sink = {
+        uri: (key: string) => key,
         writeText: async (key: string) => {
           written.push(key);
           return key;
@@ -651,7 +652,12 @@ describe("the report functions", () => {
       });
       const later = join(w.dir, "later-step.md");
       await writeReports(sink, report, { GITHUB_STEP_SUMMARY: later }, { stepSummary: false });
-      expect(written).toEqual(["reports/report.json", "reports/report.md", "reports/junit.xml"]);
+      expect(written).toEqual([
+        "reports/report.json",
+        "reports/report.md",
+        "reports/junit.xml",
+        "reports/report.html",
+      ]);
       await expect(readFile(later, "utf8")).rejects.toThrow(/ENOENT/);
 
       const step = join(w.dir, "step.md");

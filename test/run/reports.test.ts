@@ -190,7 +190,7 @@ describe("status and report read the state", () => {
     expect(status.run.finished_at).toBe(report.run.finished_at);
   });
 
-  it("clapper report writes the three reports again from the state", async () => {
+  it("clapper report writes the four reports again from the state", async () => {
     await rm(join(w.out(), "reports"), { recursive: true });
     const r = await cli(undefined, ["report", manifest]);
     expect(r.code).toBe(0);
@@ -198,6 +198,7 @@ describe("status and report read the state", () => {
       "reports/report.json",
       "reports/report.md",
       "reports/junit.xml",
+      "reports/report.html",
     ]);
     const again = JSON.parse(await readFile(join(w.out(), "reports/report.json"), "utf8")) as Report;
     expect(again.jobs).toEqual(report.jobs);

@@ -211,6 +211,7 @@ describe("a whole run on in-memory seams", () => {
       }
       expect([...f.objects.keys()].filter((k) => k.startsWith("reports/")).sort()).toEqual([
         "reports/junit.xml",
+        "reports/report.html",
         "reports/report.json",
         "reports/report.md",
       ]);

@@ -188,7 +188,7 @@ describe("the store going away mid-run", () => {
     const { prefix, output, s, w, manifest, args, env } = await runThroughOutage("outage-c");
     await store.restart();
     expect((await cli(args, { cwd: w.dir, env }).done).code).toBe(0);
-    for (const name of ["report.json", "report.md", "junit.xml"])
+    for (const name of ["report.json", "report.md", "junit.xml", "report.html"])
       await store.remove(`${prefix}/reports/${name}`);
     const rewritten = await cli(["report", manifest, "--output", output, "--s3-endpoint", store.endpoint], {
       cwd: w.dir,
@@ -197,6 +197,7 @@ describe("the store going away mid-run", () => {
     expect(rewritten.code, rewritten.messages.join("\n")).toBe(0);
     expect((await store.list(`${prefix}/reports/`)).map((o) => o.key)).toEqual([
       `${prefix}/reports/junit.xml`,
+      `${prefix}/reports/report.html`,
       `${prefix}/reports/report.json`,
       `${prefix}/reports/report.md`,
     ]);

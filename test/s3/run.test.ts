@@ -50,6 +50,7 @@ describe("a run to S3", () => {
       [
         ...JOB_IDS.map((id) => keyOf(prefix, id)),
         `${prefix}/reports/junit.xml`,
+        `${prefix}/reports/report.html`,
         `${prefix}/reports/report.json`,
         `${prefix}/reports/report.md`,
       ].sort(),
@@ -58,6 +59,7 @@ describe("a run to S3", () => {
       `s3://clapper-out/${prefix}/reports/report.json`,
       `s3://clapper-out/${prefix}/reports/report.md`,
       `s3://clapper-out/${prefix}/reports/junit.xml`,
+      `s3://clapper-out/${prefix}/reports/report.html`,
     ]);
 
     const report = await storedReport(prefix);
@@ -116,6 +118,7 @@ describe("configuration through the AWS SDK's own chain", () => {
     expect((await store.list("chain-runs/chain/")).map((o) => o.key)).toEqual([
       "chain-runs/chain/lines/n01.wav",
       "chain-runs/chain/reports/junit.xml",
+      "chain-runs/chain/reports/report.html",
       "chain-runs/chain/reports/report.json",
       "chain-runs/chain/reports/report.md",
       "chain-runs/chain/shots/s01.mp4",

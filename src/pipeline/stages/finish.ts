@@ -33,10 +33,11 @@ export async function finish(
   // With --only, the run is about the jobs it was asked to do; the others are listed as they stand.
   const chosen = options.only ? planned.jobs.filter(admitted.selected).map((job) => job.id) : undefined;
   const shard = located.shard;
+  // A shard's report lists its own jobs: the others are another shard's to report.
+  const jobs = shard ? planned.jobs.filter((job) => inShard(job, shard)) : planned.jobs;
   const report = buildReport({
     state: store.state,
-    // A shard's report lists its own jobs: the others are another shard's to report.
-    jobs: shard ? planned.jobs.filter((job) => inShard(job, shard)) : planned.jobs,
+    jobs,
     ...(shard ? { shard } : {}),
     manifest: located.manifest.display,
     name: located.manifest.name,
@@ -53,6 +54,7 @@ export async function finish(
   try {
     reportUris = await writeReports(sink, report, options.env ?? process.env, {
       folder: reportsFolder(shard),
+      jobs,
     });
   } catch (error) {
     // The outcome still reaches the caller and the journal; the reports can be written again.

@@ -10,7 +10,7 @@ interface ReportArgs extends StateArgs {
 export const report = defineCommand<ReportArgs>({
   command: "report <manifest>",
   describe:
-    "write report.json, report.md and junit.xml again from the run's state (a shard's with --shard; the shards' merged with --merge)",
+    "write report.json, report.md, junit.xml and report.html again from the run's state (a shard's with --shard; the shards' merged with --merge)",
   builder(y, option) {
     return option(outputFlag(stateArgs(y, option), option, "the run's"), "merge", {
       type: "boolean",

@@ -1,4 +1,4 @@
-// `clapper report MANIFEST`: report.json, report.md and junit.xml written again from the run's state.
+// `clapper report MANIFEST`: report.json, report.md, junit.xml and report.html written again from the run's state.
 import { acquireLock, LockHeldError } from "../../../engine/lock.js";
 import { MergeError, mergeReports } from "../../../pipeline/merge.js";
 import { reportsFolder, writeReports } from "../../../pipeline/report.js";
@@ -57,6 +57,7 @@ export async function rewriteReport(o: {
       uris = await writeReports(sink, report, o.env, {
         stepSummary: false,
         folder: reportsFolder(located.shard),
+        jobs: located.loaded.jobs,
       });
     } catch (error) {
       if (isFsError(error)) {
@@ -106,7 +107,7 @@ export async function mergeReport(o: {
       ...(o.signal ? { signal: o.signal } : {}),
     });
     // The merge job has its own step summary: the whole run shows there.
-    const uris = await writeReports(sink, merged.report, o.env);
+    const uris = await writeReports(sink, merged.report, o.env, { jobs: located.loaded.jobs });
     return { ...merged, uris };
   } catch (error) {
     if (error instanceof MergeError) throw new ExitError(2, error.message);
