@@ -256,7 +256,15 @@ function shotSection(shot: ShotRow, links: ReadonlyMap<string, string>): Row {
     ? [
         fact("model", first.request.model),
         fact("resolution", first.request.resolution ?? first.tier),
-        fact("seconds", first.duration),
+        // An auto shot says what it was timed to, or that its length is still an estimate.
+        fact(
+          "seconds",
+          first.auto === undefined
+            ? first.duration
+            : first.auto.fitted !== undefined
+              ? `${first.duration} (auto: ${first.auto.narration ?? "?"} s of narration)`
+              : `~${first.duration} (auto, estimated)`,
+        ),
         fact("ratio", first.request.ratio),
         fact("source", `${first.file}:${first.line}`),
         ...materialsOf(first).map((m) => fact("material", m)),

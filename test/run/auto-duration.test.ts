@@ -80,6 +80,9 @@ describe("duration: auto", () => {
         expect(at(line, "stored")).toBeLessThan(at(shot, "submitting"));
       }
     }
+    // The review page says what the shot was timed to.
+    const page = await readFile(join(out, "reports/report.html"), "utf8");
+    expect(page).toContain(`${s01} (auto: ${Math.round((n01 + 0.25 + n02) * 1000) / 1000} s of narration)`);
     // The fitted shot is priced at its fitted length, and the points reported are the balance's drop.
     expect(job(outcome, "shot/s01").points).toBe(5 * s01);
     const report = outcome.report;
