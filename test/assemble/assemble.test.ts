@@ -188,6 +188,47 @@ describe("clapper assemble", () => {
     expect(again.out.status).toBe("assembled");
   }, 120_000);
 
+  it("assembles shots timed to their narration: each as long as its lines with lead, gap and tail", async () => {
+    const { s, w } = await setup();
+    const file = await w.write(
+      "ep01.yaml",
+      stringify({
+        name: "ep01",
+        output: "./out",
+        timing: { lead: 1, gap: 0.5, tail: 0.75 },
+        defaults: {
+          shot: { model: "Vid-H3", resolution: "480P", ratio: "16:9" },
+          line: { language: "EN", voice: "preset:en_female_bright" },
+        },
+        shots: [
+          { id: "s01", prompt: "A lighthouse at dusk", duration: "auto" },
+          { id: "s02", prompt: "Waves on the rocks", duration: 4 },
+        ],
+        lines: [
+          { id: "n01", shot: "s01", text: "Every night, the light came on at seven." },
+          { id: "n02", shot: "s01", text: "And every night, someone was watching." },
+        ],
+      }),
+    );
+    expect((await runIn(s, file)).outcome.exitCode).toBe(0);
+    const r = await assembleJson(w, file);
+    expect(r.code, r.err).toBe(0);
+    const [s01, s02] = r.out.shots;
+    const [n01, n02] = s01.lines;
+    // The shot's length is its narration's, with lead, gap and tail, rounded up.
+    expect(s01.duration_seconds).toBe(
+      Math.ceil(1 + n01.duration_seconds + 0.5 + n02.duration_seconds + 0.75 - 1e-3),
+    );
+    expect(s02.duration_seconds).toBe(4);
+    expect(n01.start_seconds).toBe(1);
+    expect(n02.start_seconds).toBeCloseTo(1 + n01.duration_seconds + 0.5, 2);
+    const meta = await parseFile(r.out.episode.uri, { duration: true });
+    expect(Math.abs((meta.format.duration ?? 0) - (s01.duration_seconds + 4))).toBeLessThanOrEqual(FRAME);
+    // Heard from the lead on, silent before it.
+    expect(await rms(r.out.episode.uri, 0.1, 0.8)).toBeLessThan(0.001);
+    expect(await rms(r.out.episode.uri, 1.1, 0.8)).toBeGreaterThan(0.02);
+  }, 120_000);
+
   it("manifest errors name assemble.FIELD with the file and line (exit 2)", async () => {
     const { w } = await setup();
     const file = await w.write(

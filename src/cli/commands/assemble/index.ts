@@ -24,6 +24,7 @@ import {
 } from "../../../pipeline/assemble.js";
 import { parseVersion, versionArgs } from "../../../pipeline/ffmpeg.js";
 import { FfmpegError, ffmpegBinary, runFfmpeg } from "../../../pipeline/ffmpeg-run.js";
+import { fitFromState } from "../../../pipeline/fitting.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import { LocalSink } from "../../../sinks/local.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
@@ -121,7 +122,10 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
   try {
     // Read again under the lock: what a run finished meanwhile counts.
     const state = await ownState(located, o.s3);
-    const chosen = chooseInputs(located.loaded.jobs, state, settings);
+    // Shots timed to their narration, as the run fitted them (their fingerprints follow the fit).
+    const jobs = [...located.loaded.jobs];
+    await fitFromState(jobs, state);
+    const chosen = chooseInputs(jobs, state, settings);
     if (chosen.refusals.length > 0) {
       const n = chosen.refusals.length;
       throw new ExitError(
