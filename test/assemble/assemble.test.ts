@@ -229,6 +229,26 @@ describe("clapper assemble", () => {
     expect(await rms(r.out.episode.uri, 1.1, 0.8)).toBeGreaterThan(0.02);
   }, 120_000);
 
+  it("assembles a sharded run from its shards' states together (--shards N)", async () => {
+    const { s, w } = await setup();
+    const file = await w.write("ep01.yaml", manifest());
+    for (const shard of ["1/2", "2/2"]) {
+      const ran = await cli(s, ["run", file, "--shard", shard, "--poll-interval", "0.05"], {}, "silent");
+      expect(ran.code, ran.err).toBe(0);
+    }
+    // Without --shards there is no state of the whole run to read.
+    const unsharded = await assembleJson(w, file);
+    expect(unsharded.code).toBe(1);
+    expect(unsharded.out.error.message).toMatch(/^no run of ep01 yet/);
+    const r = await assembleJson(w, file, ["--shards", "2"]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out.shots.map((x: any) => x.id)).toEqual(["s01", "s02", "s03"]);
+    const meta = await parseFile(r.out.episode.uri, { duration: true });
+    expect(Math.abs((meta.format.duration ?? 0) - 12)).toBeLessThanOrEqual(FRAME);
+    const refused = await assembleJson(w, file, ["--shards", "0"]);
+    expect(refused.code).toBe(2);
+  }, 120_000);
+
   it("manifest errors name assemble.FIELD with the file and line (exit 2)", async () => {
     const { w } = await setup();
     const file = await w.write(

@@ -16,7 +16,7 @@ import type { AddOption } from "../options.js";
 import { ValueError } from "../values.js";
 
 /** A parser whose refusals (any error: they name the flag and quote the value) are usage errors. */
-function refusing<V>(parse: (raw: string, name: string) => V): (raw: string, name: string) => V {
+export function refusing<V>(parse: (raw: string, name: string) => V): (raw: string, name: string) => V {
   return (raw, name) => {
     try {
       return parse(raw, name);

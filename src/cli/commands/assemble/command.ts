@@ -1,12 +1,15 @@
 // `clapper assemble MANIFEST`: its flags and handler.
+
+import { parseShards } from "../../../pipeline/shard.js";
 import { defineCommand } from "../../command.js";
-import { manifestArg, s3Flags, s3Options, stateFlag } from "../flags.js";
+import { manifestArg, refusing, s3Flags, s3Options, stateFlag } from "../flags.js";
 
 interface AssembleArgs {
   manifest: string;
   state?: string;
   output?: string;
   force: boolean;
+  shards?: number;
   "ffmpeg-timeout"?: number;
   "s3-endpoint"?: string;
   "s3-path-style"?: boolean;
@@ -28,6 +31,11 @@ export const assemble = defineCommand<AssembleArgs>({
       default: false,
       describe: "assemble again even when the inputs recorded with the episode are unchanged",
     });
+    b = option(b, "shards", {
+      type: "value",
+      parse: refusing(parseShards),
+      describe: "a sharded run's number of shards: their states together hold every shot and line",
+    });
     return option(b, "ffmpeg-timeout", {
       type: "number",
       rule: { min: 0, above: true, unit: "seconds" },
@@ -43,6 +51,7 @@ export const assemble = defineCommand<AssembleArgs>({
       s3: s3Options(args),
       output: args.output,
       force: args.force,
+      shards: args.shards,
       timeoutSeconds: args["ffmpeg-timeout"],
       signal: rt.signal,
       logger: rt.logger(),

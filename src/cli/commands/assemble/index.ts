@@ -9,6 +9,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { Logger } from "pino";
 import { acquireLock, LockHeldError } from "../../../engine/lock.js";
+import type { RunState } from "../../../engine/state.js";
 import type { AssembleSettings } from "../../../manifest/index.js";
 import {
   AssembleError,
@@ -25,6 +26,7 @@ import {
 import { parseVersion, versionArgs } from "../../../pipeline/ffmpeg.js";
 import { FfmpegError, ffmpegBinary, runFfmpeg } from "../../../pipeline/ffmpeg-run.js";
 import { fitFromState } from "../../../pipeline/fitting.js";
+import type { LocatedRun } from "../../../pipeline/locate.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import { LocalSink } from "../../../sinks/local.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
@@ -48,6 +50,8 @@ export interface AssembleOptions {
   s3?: S3ClientOptions;
   /** The episode's file (relative to cwd); default: episode.mp4 beside the run's shots/ and lines/. */
   output?: string | undefined;
+  /** A sharded run: its N shards' states together hold every job. */
+  shards?: number | undefined;
   /** Assemble even when the recorded inputs are unchanged. */
   force?: boolean;
   /** Seconds ffmpeg may take for the episode. */
@@ -96,12 +100,27 @@ export type AssembleAnswer = EpisodeRecord & { status: "assembled" | "up-to-date
 
 export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
   const started = performance.now();
-  const located = await locate(o.manifest, o.cwd, { state: o.state });
-  const { manifest, statePath } = located;
+  // A sharded run keeps a state per shard: each job is in its own shard's, so together they hold all.
+  const shards = o.shards ?? 1;
+  const places = await Promise.all(
+    Array.from({ length: shards }, (_, i) =>
+      locate(o.manifest, o.cwd, {
+        state: o.state,
+        ...(shards > 1 ? { shard: { index: i + 1, total: shards } } : {}),
+      }),
+    ),
+  );
+  const located = places[0] as LocatedRun;
+  const { manifest } = located;
+  const readStates = async (): Promise<RunState> => {
+    const states = await Promise.all(places.map((place) => ownState(place, o.s3)));
+    const first = states[0] as RunState;
+    return shards > 1 ? { ...first, jobs: Object.assign({}, ...states.map((st) => st.jobs)) } : first;
+  };
   const settings: AssembleSettings = manifest.assemble ?? DEFAULT_ASSEMBLE;
   if (!located.loaded.jobs.some((j) => j.kind === "video"))
     throw new ExitError(2, `${manifest.display} has no shots: there is no episode to assemble`);
-  const state0 = await ownState(located, o.s3);
+  const state0 = await readStates();
   if (neverRun(state0)) {
     throw new ExitError(
       1,
@@ -110,18 +129,21 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
   }
   // The run's lock: a run writing a shot now would change an input under ffmpeg, and two
   // assemblies of one run would race for one episode.
-  let lock: Awaited<ReturnType<typeof acquireLock>> | undefined;
-  try {
-    if (!isS3State(statePath)) lock = await acquireLock(`${statePath}.lock`);
-  } catch (error) {
-    if (error instanceof LockHeldError) throw new ExitError(5, error.message);
-    if (isFsError(error)) throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
-    throw error;
+  const locks: Array<Awaited<ReturnType<typeof acquireLock>>> = [];
+  for (const { statePath } of places) {
+    try {
+      if (!isS3State(statePath)) locks.push(await acquireLock(`${statePath}.lock`));
+    } catch (error) {
+      for (const held of locks.reverse()) await held.release();
+      if (error instanceof LockHeldError) throw new ExitError(5, error.message);
+      if (isFsError(error)) throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
+      throw error;
+    }
   }
   let work: string | undefined;
   try {
     // Read again under the lock: what a run finished meanwhile counts.
-    const state = await ownState(located, o.s3);
+    const state = await readStates();
     // Shots timed to their narration, as the run fitted them (their fingerprints follow the fit).
     const jobs = [...located.loaded.jobs];
     await fitFromState(jobs, state);
@@ -261,7 +283,7 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
     throw exitOf(error, o.signal);
   } finally {
     if (work) await rm(work, { recursive: true, force: true }).catch(() => undefined);
-    await lock?.release();
+    for (const held of locks.reverse()) await held.release();
   }
 }
 
