@@ -108,6 +108,10 @@ describe("clapper assemble", () => {
       uri: join(w.out(), "lines", "n01.wav"),
     });
     expect(record.shots[0].sha256).toMatch(/^[0-9a-f]{64}$/);
+    // And in the run's report, beside every other output.
+    const report = JSON.parse(await readFile(join(w.out(), "reports", "report.json"), "utf8"));
+    expect(report.episode).toMatchObject({ uri: episode, bytes, sha256: a.episode.sha256 });
+    const reportMtime = (await stat(join(w.out(), "reports", "report.json"))).mtimeMs;
 
     // Nothing changed: nothing done, the file untouched.
     const mtime = (await stat(episode)).mtimeMs;
@@ -117,6 +121,7 @@ describe("clapper assemble", () => {
     const againJson = await assembleJson(w, file);
     expect(againJson.out.status).toBe("up-to-date");
     expect((await stat(episode)).mtimeMs).toBe(mtime);
+    expect((await stat(join(w.out(), "reports", "report.json"))).mtimeMs).toBe(reportMtime);
 
     // An edited line: refused until the run made it, then assembled again.
     await w.write("ep01.yaml", manifest({ n02: "Four five six seven." }));

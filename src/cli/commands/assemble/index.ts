@@ -190,6 +190,8 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
     const recorded = await readRecord(runSink);
     if (!o.force && recorded?.fingerprint === fingerprint && recorded.episode.uri === target) {
       if (await episodeIntact(recorded, runSink, target, o.signal)) {
+        // A run since may have written its report again: the episode goes back in (if it is not there).
+        await noteInReport(runSink, recorded, runSink.uri(RECORD_KEY), o.logger);
         o.logger?.info({ event: "episode-up-to-date", uri: target }, "episode up to date");
         return { ...recorded, status: "up-to-date", record: runSink.uri(RECORD_KEY) };
       }
@@ -268,6 +270,7 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
       `${JSON.stringify(record, null, 2)}\n`,
       "application/json",
     );
+    await noteInReport(runSink, record, recordUri, o.logger);
     o.logger?.info(
       {
         event: "episode-assembled",
@@ -284,6 +287,45 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
   } finally {
     if (work) await rm(work, { recursive: true, force: true }).catch(() => undefined);
     for (const held of locks.reverse()) await held.release();
+  }
+}
+
+/** The run's report.json can be large (a row per job); one this big is no report of ours. */
+const REPORT_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The episode in the run's report.json too (`episode`: uri, bytes, sha256, duration), so the report
+ * accounts for every output. Best effort: the episode and its record stand without it, and the
+ * next run's report is written without it (its shots may change).
+ */
+async function noteInReport(
+  sink: Sink,
+  record: EpisodeRecord,
+  recordUri: string,
+  logger?: Logger,
+): Promise<void> {
+  try {
+    const text = await sink.readText("reports/report.json", REPORT_MAX_BYTES);
+    if (text === undefined) return;
+    const report = JSON.parse(text) as Record<string, unknown>;
+    if (typeof report !== "object" || report === null || Array.isArray(report)) return;
+    const { uri, bytes, sha256, duration_seconds } = record.episode;
+    const noted = report.episode as { uri?: unknown; sha256?: unknown } | undefined;
+    if (noted?.uri === uri && noted.sha256 === sha256) return;
+    report.episode = {
+      uri,
+      bytes,
+      sha256,
+      duration_seconds,
+      assembled_at: record.assembled_at,
+      record: recordUri,
+    };
+    await sink.writeText("reports/report.json", `${JSON.stringify(report, null, 2)}\n`, "application/json");
+  } catch (error) {
+    logger?.warn(
+      { event: "report-not-updated", error: String((error as Error)?.message ?? error) },
+      "the episode is stored, but report.json could not be updated with it",
+    );
   }
 }
 
