@@ -374,12 +374,10 @@ export async function buildEpisode(o: BuildOptions): Promise<Built> {
     ...(o.music ? { music: { path: o.music.path, db: s.musicDb, fadeOutSeconds: MUSIC_FADE_OUT_S } } : {}),
     output: o.output,
   };
+  const timeoutMs = o.timeoutMs ?? 120_000 + expected * 6000;
+  plan.timeLimitSeconds = timeoutMs / 1000;
   const started = performance.now();
-  await runFfmpeg(episodeArgs(plan), {
-    binary: o.binary,
-    timeoutMs: o.timeoutMs ?? 120_000 + expected * 6000,
-    signal: o.signal,
-  });
+  await runFfmpeg(episodeArgs(plan), { binary: o.binary, timeoutMs, signal: o.signal });
   const ffmpegSeconds = (performance.now() - started) / 1000;
   const checked = await checkEpisode(o.output, expected, fps, o);
   const hashed = await hashFile(o.output, o.signal);

@@ -40,6 +40,12 @@ export interface EpisodePlan {
   music?: { path: string; db: number; fadeOutSeconds: number };
   /** Where ffmpeg writes the episode (a temporary name: it takes its name once checked). */
   output: string;
+  /**
+   * ffmpeg's own limit on its CPU seconds (`-timelimit`). The runner's timeout stops it from the
+   * parent; this stops it when the parent is gone (a SIGKILL leaves the child running, and ffmpeg
+   * ignores a broken stderr), so an orphan encodes into its temporary file for a bounded time.
+   */
+  timeLimitSeconds?: number;
 }
 
 /** `file:` keeps a name that starts like a protocol (`concat:`, `http:`) or an option (`-`) a file. */
@@ -103,6 +109,8 @@ export function cutPoints(
 export function episodeArgs(plan: EpisodePlan): string[] {
   if (plan.shots.length === 0) throw new Error("an episode needs at least one shot");
   const args = ["-hide_banner", "-nostdin", "-y", "-loglevel", "info"];
+  if (plan.timeLimitSeconds !== undefined)
+    args.push("-timelimit", String(Math.max(1, Math.ceil(plan.timeLimitSeconds))));
   for (const shot of plan.shots) args.push("-i", fileArg(shot.path));
   const lineInputs: number[][] = [];
   let next = plan.shots.length;

@@ -97,6 +97,16 @@ describe("episodeArgs", () => {
     expect(graph(plan())).toContain("concat=n=3:v=1:a=1[vout][aout]");
   });
 
+  it("gives ffmpeg its own time limit, in whole CPU seconds, before the inputs", () => {
+    const args = episodeArgs(plan({ timeLimitSeconds: 12.2 }));
+    expect(args.slice(args.indexOf("-timelimit"), args.indexOf("-timelimit") + 2)).toEqual([
+      "-timelimit",
+      "13",
+    ]);
+    expect(args.indexOf("-timelimit")).toBeLessThan(args.indexOf("-i"));
+    expect(episodeArgs(plan())).not.toContain("-timelimit");
+  });
+
   it("refuses relative paths (ffmpeg would read them as options or protocols)", () => {
     expect(() => episodeArgs(plan({ output: "episode.mp4" }))).toThrow(/absolute/);
     expect(() => probeArgs("-i.mp4")).toThrow(/absolute/);
