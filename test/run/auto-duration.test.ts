@@ -167,6 +167,10 @@ describe("duration: auto", () => {
         .filter((j: any) => j.auto)
         .reduce((sum: number, j: any) => sum + (j.auto.max_points - j.points), 0),
     );
+    const text = (await cli(s, ["plan", path])).out;
+    const durations = plan.jobs.filter((j: any) => j.auto).map((j: any) => j.duration);
+    expect(text).toContain(`estimated: s01 ~${durations[0]} s, s02 ~${durations[1]} s\n`);
+    expect(text).toContain(`at most ${atMost} points`);
     for (const j of plan.jobs.filter((x: any) => x.auto)) {
       expect(j.auto.estimated).toBe(true);
       expect(j.auto.max_points).toBe(150);

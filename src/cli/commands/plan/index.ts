@@ -5,6 +5,9 @@ import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/ind
 import type { PlanResult } from "../../../pipeline/plan.js";
 import { shardOf } from "../../../pipeline/shard.js";
 
+/** Auto shots whose estimated duration the text plan names; `--json` has every one. */
+const AUTO_SHOWN = 12;
+
 /** Jobs and points per shard, when the manifest is split in `total`. */
 export function shardTally(r: PlanResult, total: number) {
   const rows = Array.from({ length: total }, (_, i) => ({
@@ -110,6 +113,19 @@ export function renderPlan(r: PlanResult, shards?: number): string {
   if (r.auto) {
     out.push(
       `  auto    ${String(r.auto.shots).padStart(5)} shots timed to their narration: ${r.auto.estimated} points estimated from the lines' text; at their longest (${MAX_SHOT_S} s) the run costs at most ${r.auto.atMost ?? "?"} points, which is what must fit`,
+    );
+    // The estimates themselves, a shot (not a take) each: enough to see what the narration asks for.
+    const seen = new Set<string>();
+    const estimates: string[] = [];
+    for (const job of r.jobs) {
+      if (job.kind !== "video" || !job.auto || job.auto.fitted !== undefined || seen.has(job.rowId)) continue;
+      seen.add(job.rowId);
+      estimates.push(`${job.rowId} ~${job.duration} s`);
+    }
+    const shown = estimates.slice(0, AUTO_SHOWN);
+    const more = estimates.length - shown.length;
+    out.push(
+      `          estimated: ${shown.join(", ")}${more > 0 ? `, and ${more} more (plan --json lists all)` : ""}`,
     );
   }
   // Admission holds auto shots at their longest, so that is what must fit.
