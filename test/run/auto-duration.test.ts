@@ -186,6 +186,28 @@ describe("duration: auto", () => {
     expect(admitted.outcome.report?.points.spent).toBeLessThan(atMost);
   });
 
+  it("makes a shot whose narration is longer than any shot the longest (30 s), with a warning in the report", async () => {
+    const { s, w } = await setup();
+    const long = "The keeper climbed the stairs again tonight ".repeat(12).trim();
+    const path = await w.write(
+      "manifest.yaml",
+      yaml({
+        ...manifest([{ id: "n01", shot: "s01", text: long }]),
+        shots: [{ id: "s01", prompt: "Stairs", duration: "auto" }],
+      }),
+    );
+    const { outcome } = await runIn(s, path);
+    expect(outcome.exitCode).toBe(0);
+    const n01 = await seconds(join(w.out(), "lines/n01.wav"), "speech");
+    expect(n01 + 1).toBeGreaterThan(30);
+    expect(await seconds(join(w.out(), "shots/s01.mp4"), "video")).toBeCloseTo(30, 1);
+    expect(job(outcome, "shot/s01").warnings).toEqual([
+      expect.stringMatching(
+        /^its narration takes [\d.]+ s with lead and tail, longer than the longest shot \(30 s\)/,
+      ),
+    ]);
+  });
+
   it("fails a shot whose line failed, without creating it, and says why", async () => {
     const { s, w } = await setup();
     const lines = LINES.map((l) => (l.id === "n03" ? { ...l, text: "Nobody knew who. [sandbox:fail]" } : l));
