@@ -2,6 +2,15 @@
 // The compiled CLI lives in dist/ (built by `npm install` through the prepare script): its bundle
 // with V8's code cache when they are there and current, else its ES modules (bin/load.js).
 
+// CLAPPER_TRACE_START=1: the moments of a command's start on stderr, as src/trace.ts writes them (the
+// first names the process's time origin, so that a bench can place them after its spawn).
+const traceStart = ["1", "true", "yes", "on"].includes(
+  (process.env.CLAPPER_TRACE_START ?? "").trim().toLowerCase(),
+)
+  ? (step) => process.stderr.write(`clapper start: ${performance.now().toFixed(1)} ms ${step}\n`)
+  : () => {};
+traceStart(`bin/clapper.js evaluated (time origin ${performance.timeOrigin})`);
+
 // Installed before main() and kept to the end: a stop signal that comes after the work is over
 // (while the process winds down: sockets closing, logs flushing) exits at once with the run's own
 // code, instead of killing the process by the signal and losing the code scripts rely on. While
@@ -63,6 +72,7 @@ import("./load.js")
   .then(({ loadCli }) => loadCli())
   .then(
     ({ main }) => {
+      traceStart("CLI loaded (bin/load.js)");
       // From here main() listens itself (it installs its handlers before its first await).
       handedOver = true;
       return main(process.argv.slice(2), { earlySignal: early.signal }).then(

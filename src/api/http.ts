@@ -7,6 +7,7 @@ import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, type Dispatcher, request } from "undici";
 import type { z } from "zod";
+import { traceStart } from "../trace.js";
 import { formatIssue, issuesFromZod } from "./common.js";
 import {
   AbortedError,
@@ -269,6 +270,7 @@ export class HttpClient {
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const where = { method: opts.method, path: opts.path };
     return this.withRetries(this.policies[opts.policy], opts, where, async (attempt, signal, started) => {
+      traceStart(opts.policy === "create" ? "first create sent" : "first request sent");
       const res = await request(url, {
         method: opts.method,
         headers,

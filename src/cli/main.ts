@@ -10,6 +10,7 @@ import yargs, { type Argv } from "yargs";
 import { redact } from "../api/redact.js";
 import { releaseHeldLocksSync } from "../engine/lock.js";
 import { formatProblems, type Problem } from "../manifest/problems.js";
+import { traceStart } from "../trace.js";
 import {
   type Command,
   type CommandSpec,
@@ -343,6 +344,7 @@ function wantsJson(argv: readonly string[], env: NodeJS.ProcessEnv): boolean {
 }
 
 export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<number> {
+  traceStart("main() called");
   const env = io.env ?? process.env;
   const out = new Answers(io, env, wantsJson(argv, env));
   const shutdown = shutdownSignal(io.earlySignal, (name) => out.forced(name));
@@ -355,6 +357,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       return out.failure(classify(error, { bugs: bugsUrl(packageInfo()) }));
     }
     if (!parsed.chosen) return out.instead(argv, parsed.output ?? "");
+    traceStart("command line parsed");
     const { command, args, work } = parsed.chosen;
     out.json = args.json === true;
     const format: LogFormat = args["log-format"] ?? (process.stderr.isTTY ? "pretty" : "json");

@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { basename, dirname, extname, resolve } from "node:path";
 import { show } from "../api/common.js";
+import { traceStart } from "../trace.js";
 import { type AssembleSettings, checkTakes, readAssemble } from "./assemble.js";
 import {
   type DefaultsRead,
@@ -331,7 +332,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
   if (raw.shots.length === 0 && raw.lines.length === 0 && problems.errorCount === 0) {
     problems.warn(raw.display, 0, "", "the manifest has no shots and no lines");
   }
-
+  traceStart("jobs expanded");
   return result(
     {
       name,

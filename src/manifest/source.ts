@@ -5,6 +5,7 @@ import { dirname, extname, relative, resolve } from "node:path";
 import { parse as parseCsv } from "csv-parse/sync";
 import type { Alias, Document, Node, Pair, YAMLMap } from "yaml";
 import type { ToJSContext } from "yaml/util";
+import { traceStart } from "../trace.js";
 import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
 import { FILE_LIMITS, FileError, type ReadOptions, readTextFile } from "./files.js";
 import { didYouMean, type Problems, quoted } from "./problems.js";
@@ -86,12 +87,14 @@ export async function readManifest(
     : { maxBytes: FILE_LIMITS.manifest, what: "a manifest" };
   const text = await readText(abs, limit, { file: display, line: 0, field: "" }, problems);
   if (text === undefined) return undefined;
+  traceStart("manifest read");
   if (csv) {
     const rows = csvRows(text, display, undefined, problems);
     for (const row of rows) (row.kind === "shot" ? manifest.shots : manifest.lines).push(row);
     return manifest;
   }
   await readYaml(manifest, text, cwd, problems);
+  traceStart("yaml read into rows");
   return manifest;
 }
 
@@ -108,6 +111,7 @@ function loadYaml(): Promise<Yaml> {
 
 async function readYaml(manifest: RawManifest, text: string, cwd: string, problems: Problems): Promise<void> {
   const yaml = await loadYaml();
+  traceStart("yaml loaded");
   const { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, visit } = yaml;
   const counter = new LineCounter();
   // `merge`: `<<: *anchor` merge keys (YAML 1.1, widely used to share settings between rows).
@@ -117,6 +121,7 @@ async function readYaml(manifest: RawManifest, text: string, cwd: string, proble
     uniqueKeys: true,
     merge: true,
   });
+  traceStart("yaml parsed");
   const anchors = new Anchors(doc, yaml);
   /** The plain value of a node; aliases resolve to what their anchor holds (not exponentially). */
   const jsOf = (node: Node | null | undefined): unknown => {

@@ -35,6 +35,7 @@ import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../eng
 import { type Job, type SpeechJob, unfitted, type VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
+import { traceStart } from "../trace.js";
 import type { StateStore } from "./types.js";
 
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
@@ -308,6 +309,7 @@ export class JobRunner {
       { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now() },
       { durable: true },
     );
+    traceStart("first intent journalled");
     try {
       await this.c.ledger.markSent?.(key);
     } catch {
@@ -354,8 +356,10 @@ export class JobRunner {
       return "done";
     }
     let taskId: string;
+    traceStart("first create handed to the client");
     try {
       taskId = await this.post(job, body, attempt.key, ours);
+      traceStart("first create answered");
     } catch (error) {
       if (error instanceof AbortedError && !error.maybeSent && ours) return this.withdraw(job, attempt);
       if (this.c.signal.aborted || error instanceof AbortedError) return "done";

@@ -8,6 +8,7 @@ import type { ResolutionTier } from "../api/video.js";
 import { PriceError, priceFrom } from "../engine/pricing.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
+import { traceStart } from "../trace.js";
 import { inShard, type Shard } from "./shard.js";
 
 export interface PlanOptions {
@@ -124,6 +125,7 @@ async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }):
       options.clients.speech.pricing(call),
       options.clients.video.pointsSummary(call),
     ]);
+    traceStart("pricing and balance answered");
     prices.balance = summary;
     try {
       prices.speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
@@ -264,6 +266,7 @@ async function serviceChecks(
       return all;
     })(),
   ]);
+  traceStart("voices and skills answered");
   const ids = {
     preset: new Set(preset.map((v) => v.voice_id)),
     custom: new Set(custom.map((v) => v.voice_id)),

@@ -11,6 +11,7 @@ import { type Job, unfitted } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
+import { traceStart } from "../../trace.js";
 import { type Admission, admit, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
 import { fitFromState, logFitted } from "../fitting.js";
@@ -45,6 +46,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const statePath = located.statePath;
   const planned = await planWith(ctx, opened);
   if ("exitCode" in planned) return planned;
+  traceStart("planned (priced, output probed)");
   const listener = await listen(ctx, statePath);
   if (listener && "exitCode" in listener) return listener;
 
@@ -66,6 +68,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     const exitCode = { unreachable: 6, refused: 2, damaged: 2, superseded: 5 }[error.kind] as 2 | 5 | 6;
     return { exitCode, message: `${error.message}; nothing was submitted`, statePath };
   }
+  traceStart("state opened");
   ctx.store = store;
   ctx.defer(() => store.close());
   if (opened.lockLost.aborted) store.freeze();
@@ -190,6 +193,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     ledgerInput(store.state, admission, located.manifest.name, maxPoints, lostData, shard),
   );
   await withdrawLapsed(ctx, store, ledger);
+  traceStart("admitted");
   return { planned, store, admission, ledger, maxPoints, selected, listener };
 }
 

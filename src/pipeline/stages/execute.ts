@@ -351,6 +351,27 @@ function narrations(
 }
 
 /**
+ * Lives started in one turn of the event loop. Started all at once, a hundred lives each did their
+ * first steps (reserve, intent, log line, request body) before the first create could go on with
+ * what the disk and the gate answered it: it reached the service about 28 ms after this stage began
+ * (bench:startup, medians of 10 alternated runs at load 3), 14 ms with a few lives per turn. Only a
+ * handful may leave at once anyway (the pace's start burst); the rest wait for their turn either way.
+ */
+const STARTED_PER_TURN = 8;
+
+/** A promise per turn of the event loop from now: turn k resolves k turns later (0: at once). */
+function loopTurns(): (turn: number) => Promise<void> {
+  const turns: Array<Promise<void>> = [Promise.resolve()];
+  return (turn) => {
+    for (let k = turns.length; k <= turn; k++) {
+      const before = turns[k - 1] as Promise<void>;
+      turns.push(before.then(() => new Promise<void>((resolve) => setImmediate(resolve))));
+    }
+    return turns[turn] as Promise<void>;
+  };
+}
+
+/**
  * Runs every life under its service's in-flight limit and waits for all of them, or, once the run
  * is stopped, for a short grace: requests in flight are aborted at once, but a request still queued
  * in a throttled limiter only fails when its turn comes. It has sent nothing and every job checks
@@ -369,10 +390,12 @@ async function runAll(
     if (ctx.broken || ctx.halt.by === "unreachable") return;
     ctx.log.error({ job: id, event: "job-error", error: errorInfo(error) }, "unexpected error");
   };
+  const startTurn = loopTurns();
   const all = Promise.all(
-    lives.map(({ id, kind, life, ready }) =>
+    lives.map(({ id, kind, life, ready }, i) =>
       // A life that waits for others (a shot for its narration) takes no slot while it waits.
-      (ready ? ready() : Promise.resolve(true))
+      startTurn(Math.floor(i / STARTED_PER_TURN))
+        .then(() => (ready ? ready() : true))
         .then((go) => (go ? gate[kind].tasks(life) : undefined))
         .catch(unexpected(id))
         .finally(() => {

@@ -5,6 +5,7 @@ import type { Lock } from "../../engine/lock.js";
 import { LockHeldError } from "../../engine/lock.js";
 import type { MaterialStager } from "../../engine/staging.js";
 import type { Sink } from "../../sinks/sink.js";
+import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
 import { errorInfo } from "../jobs.js";
 import { type LocatedRun, locateRun } from "../locate.js";
@@ -54,6 +55,7 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
   }
   const locked = await lock(ctx, located.statePath);
   if ("exitCode" in locked) return locked;
+  traceStart("lock taken");
   return { located, ...out, ...locked, lockedAt: new Date() };
 }
 

@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
 import type { Clients } from "../../api/index.js";
 import type { Job } from "../../manifest/index.js";
+import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
 import { errorInfo, type VoiceRef, voiceHash } from "../jobs.js";
 import { allInOrder } from "../plan.js";
@@ -37,6 +38,7 @@ export async function prepare(ctx: RunContext, opened: Opened, admitted: Admitte
     if (cleaned.aborted > 0)
       log.info({ event: "uploads-aborted", count: cleaned.aborted }, "aborted uploads left by a stopped run");
   }
+  traceStart("prepared (skills, voices, cleanup)");
   return { skillIds, voiceRefs };
 }
 

@@ -14,6 +14,7 @@ import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import { runLedgerKey } from "../../../pipeline/types.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
+import { traceStart } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import type { LogFormat } from "../../logger.js";
@@ -97,6 +98,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     const found = await locateForRun(args, cwd, shard);
     if ("refused" in found) return found.refused;
     const { located } = found;
+    traceStart("run located (manifest loaded, state folder made)");
     const statePath = located.statePath;
     if (shard) {
       logger.info(
@@ -121,8 +123,10 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
           }
         : {}),
     });
+    traceStart("services connected");
     const rates = await rememberedRates(statePath, s3Settings(args));
     gate.resume(await rates.read(conn.account));
+    traceStart("remembered rates read");
     const lease = leaseFromEnv(o.env);
     if (located.manifest.pool && !args.coordinator) {
       await conn.close();
