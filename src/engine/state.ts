@@ -24,6 +24,18 @@ export interface Attempt {
    * says it created before this moment was not created by this attempt's request (a replay). */
   at?: number;
   taskId?: string;
+  /**
+   * Its intent promised a `sending` record before every create it sends (journals since that
+   * record): without one, no create of it ever left, and none can have made a task.
+   */
+  announces?: true;
+  /** A create of it may have been sent (a `sending` record), its task id not known yet. */
+  sending?: true;
+  /**
+   * The body of that create, kept until its task is known: a row edited or removed since can still
+   * send it again with its key and so learn the task it made. Absent when too large to keep.
+   */
+  body?: unknown;
   /** Last status the service reported. */
   taskStatus?: string;
   /** What the service actually charged; set when the attempt ended. */
@@ -148,12 +160,28 @@ export type RunRecord =
   | { t: "finish"; finished_at: string; balance_after?: number }
   | { t: "job"; id: string; kind: JobKind; fingerprint: string; estimate: number }
   | { t: "skip"; id: string }
-  | { t: "intent"; id: string; n: number; key: string; reserved: number; at?: number }
+  | {
+      t: "intent";
+      id: string;
+      n: number;
+      key: string;
+      reserved: number;
+      at?: number;
+      /** Every create of this attempt is announced by a `sending` record written before it. */
+      announces?: true;
+    }
+  /**
+   * A create of this attempt is about to be sent (durable before it leaves), with its body when
+   * small enough to keep: the task it makes can be learned by sending it again with its key, even
+   * after its row was edited or removed.
+   */
+  | { t: "sending"; id: string; n: number; body?: unknown }
   /** An intent whose create was never sent: the attempt is taken back, as if never made. */
   | { t: "withdrawn"; id: string; n: number }
   /** The reservation of an open attempt changed (re-priced, or the task's own cost became known). */
   | { t: "reserve"; id: string; n: number; reserved: number }
-  | { t: "created"; id: string; n: number; task_id: string }
+  /** `previous`: an attempt of an edited-away version, whose task was learned by sending again. */
+  | { t: "created"; id: string; n: number; task_id: string; previous?: boolean }
   | { t: "task"; id: string; n: number; status: string }
   | {
       t: "settled";
@@ -192,7 +220,9 @@ function attempt(job: JobState | undefined, n: number): Attempt | undefined {
 
 type RecordOf<T extends RunRecord["t"]> = Extract<RunRecord, { t: T }>;
 type RunLevelRecord = RecordOf<"run" | "fresh" | "finish" | "voice" | "skill" | "balance" | "lock">;
-type AttemptRecord = RecordOf<"intent" | "withdrawn" | "reserve" | "created" | "task" | "settled">;
+type AttemptRecord = RecordOf<
+  "intent" | "withdrawn" | "reserve" | "sending" | "created" | "task" | "settled"
+>;
 type JobRecord = Exclude<RunRecord, RunLevelRecord | AttemptRecord>;
 
 export function applyRecord(state: RunState, r: RunRecord): void {
@@ -209,6 +239,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
     case "intent":
     case "withdrawn":
     case "reserve":
+    case "sending":
     case "created":
     case "task":
     case "settled":
@@ -355,6 +386,7 @@ function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
         key: r.key,
         reserved: r.reserved,
         ...(r.at !== undefined ? { at: r.at } : {}),
+        ...(r.announces ? { announces: true as const } : {}),
       });
       job.status = "submitting";
       job.skipped = false;
@@ -376,10 +408,26 @@ function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
       if (a && a.spent === undefined) a.reserved = r.reserved;
       break;
     }
-    case "created": {
+    case "sending": {
       const a = attempt(state.jobs[r.id], r.n);
-      if (a) a.taskId = r.task_id;
+      if (a && a.spent === undefined && a.taskId === undefined) {
+        a.sending = true;
+        if (r.body !== undefined) a.body = r.body;
+        else delete a.body;
+      }
+      break;
+    }
+    case "created": {
       const job = state.jobs[r.id];
+      const a = r.previous
+        ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined)
+        : attempt(job, r.n);
+      if (a) {
+        a.taskId = r.task_id;
+        // The task is known: what was sent to learn it is needed no more.
+        delete a.body;
+      }
+      if (r.previous) break;
       if (job && job.status === "submitting") job.status = "running";
       break;
     }
@@ -403,6 +451,7 @@ function settleAttempt(state: RunState, r: RecordOf<"settled">): void {
   if (a) {
     a.spent = r.spent;
     a.settledIn = state.campaign;
+    delete a.body;
     if (r.error) a.error = r.error;
     if (r.replayed) a.replayed = true;
     if (r.at !== undefined) a.endedAt = r.at;

@@ -211,24 +211,23 @@ export class JobRunner {
       if (this.c.signal.aborted) return;
       const record = { t: "settled" as const, id: st.id, n: a.n, ...(previous ? { previous } : {}) };
       if (!a.taskId) {
-        // Its request was of a version the manifest no longer has: it cannot be sent again to learn
-        // whether it made a task. Said, and let go.
-        const error = {
-          code: "abandoned",
-          message: `an earlier version's create (attempt ${a.n}) may have reached the service; it cannot be sent again to find out`,
-        };
-        await this.c.journal.append({ ...record, spent: 0, error }, { durable: true });
-        await this.c.ledger.settle(a.reserved, 0, a.key);
-        this.c.log.warn({ job: st.id, event: "abandoned", attempt: a.n }, error.message);
-        continue;
+        const learned = await this.learnTask(st, a, previous);
+        if (learned === "left") continue;
+        if (learned !== "found") {
+          await this.c.journal.append({ ...record, spent: 0, error: learned }, { durable: true });
+          await this.c.ledger.settle(a.reserved, 0, a.key);
+          this.c.log.warn({ job: st.id, event: learned.code, attempt: a.n }, learned.message);
+          continue;
+        }
       }
+      const taskId = a.taskId as string;
       let final: VideoTask | SpeechTask;
       try {
         const now = Math.floor(Date.now() / 1000);
         final =
           st.kind === "video"
-            ? await this.c.video.track(a.taskId, now)
-            : await this.c.speech.track(a.taskId, now);
+            ? await this.c.video.track(taskId, now)
+            : await this.c.speech.track(taskId, now);
       } catch (error) {
         if (this.c.signal.aborted) return;
         if (!(error instanceof NotFoundError)) {
@@ -237,7 +236,7 @@ export class JobRunner {
         }
         const gone = {
           code: "task_not_found",
-          message: `task ${a.taskId} is not known to the service any more`,
+          message: `task ${taskId} is not known to the service any more`,
         };
         await this.c.journal.append({ ...record, spent: 0, error: gone }, { durable: true });
         await this.c.ledger.settle(a.reserved, 0, a.key);
@@ -253,16 +252,80 @@ export class JobRunner {
           ...record,
           spent: cost,
           ...(replayed ? { replayed } : {}),
-          ...(ok ? {} : { error: { code: final.status, message: `task ${a.taskId} ended ${final.status}` } }),
+          ...(ok ? {} : { error: { code: final.status, message: `task ${taskId} ended ${final.status}` } }),
         },
         { durable: true },
       );
       await this.c.ledger.settle(a.reserved, cost, a.key);
       this.c.log.info(
-        { job: st.id, event: "orphan-settled", task_id: a.taskId, status: final.status, cost },
+        { job: st.id, event: "orphan-settled", task_id: taskId, status: final.status, cost },
         "a task of an earlier version was followed to its end",
       );
     }
+  }
+
+  /**
+   * The task of an orphan's create whose answer never reached the journal. Its request is of a
+   * version the manifest no longer has, so it is sent again as it was recorded, with its key: the
+   * service answers with the task that key made (and pays nothing twice). "found": recorded
+   * (`created`), to be followed. "left": the answer is unknown again; the next run asks. Otherwise
+   * the reason no task can be, or be learned, to settle the attempt with 0.
+   */
+  private async learnTask(
+    st: JobState,
+    a: Attempt,
+    previous: boolean,
+  ): Promise<"found" | "left" | { code: string; message: string }> {
+    // Announced creates: without a `sending` record, none left, and nothing was made.
+    if (a.announces && !a.sending) {
+      return {
+        code: "never_sent",
+        message: `an earlier version's create (attempt ${a.n}) was never sent: no task was made`,
+      };
+    }
+    if (a.body === undefined) {
+      // A journal from before `sending` records, or a body too large to keep.
+      return {
+        code: "abandoned",
+        message: `an earlier version's create (attempt ${a.n}) may have reached the service; it cannot be sent again to find out`,
+      };
+    }
+    let taskId: string;
+    try {
+      const call = { idempotencyKey: a.key, signal: this.c.signal };
+      taskId =
+        st.kind === "video"
+          ? await this.c.clients.video.createTask(a.body as never, call)
+          : await this.c.clients.speech.createTask(a.body as never, call);
+    } catch (error) {
+      if (this.c.signal.aborted || error instanceof AbortedError) return "left";
+      // Refused: had the first create made a task, its key would have returned it.
+      if (
+        error instanceof ValidationError ||
+        error instanceof InsufficientPointsError ||
+        (error instanceof ClapperApiError &&
+          error.status !== undefined &&
+          error.status < 500 &&
+          !(error instanceof RateLimitError))
+      ) {
+        return {
+          code: "refused",
+          message: `an earlier version's create (attempt ${a.n}), sent again to learn its task, was refused: no task was made (${errorInfo(error).message})`,
+        };
+      }
+      if (isUnavailable(error)) this.c.unavailable?.(error);
+      this.unfinished ??= `some tasks could not be learned (${errorInfo(error).message})`;
+      return "left";
+    }
+    await this.c.journal.append(
+      { t: "created", id: st.id, n: a.n, task_id: taskId, ...(previous ? { previous } : {}) },
+      { durable: true },
+    );
+    this.c.log.info(
+      { job: st.id, event: "orphan-learned", task_id: taskId, attempt: a.n },
+      "the task of an earlier version's unanswered create was learned by sending it again",
+    );
+    return "found";
   }
 
   /** Attempts of this campaign that count toward --max-attempts (a --fresh starts the count again). */
@@ -306,7 +369,7 @@ export class JobRunner {
     // Write-ahead: the intent is on disk before the request can reach the service.
     this.opened.add(key);
     await this.c.journal.append(
-      { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now() },
+      { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now(), announces: true },
       { durable: true },
     );
     traceStart("first intent journalled");
@@ -355,6 +418,9 @@ export class JobRunner {
       this.c.progress(job);
       return "done";
     }
+    // Written ahead of the create, with what it sends: should the answer never reach the journal
+    // and the row then change, the next run can still send it again with its key to learn its task.
+    await this.c.journal.append({ t: "sending", id: job.id, n, ...keptBody(body) }, { durable: true });
     let taskId: string;
     traceStart("first create handed to the client");
     try {
@@ -808,6 +874,19 @@ function unreachableStore(error: unknown): boolean {
     e = e.cause as typeof e;
   }
   return false;
+}
+
+/** A create body kept in the journal up to this size (serialized); a larger one is not kept. */
+const MAX_KEPT_BODY = 256 * 1024;
+
+/**
+ * The body a `sending` record keeps: without the callback (a secret; an orphan is polled) and
+ * only when small (materials inline as Data URLs can make it megabytes).
+ */
+function keptBody(body: unknown): { body?: unknown } {
+  if (body === null || typeof body !== "object") return {};
+  const { callback_url: _url, callback_token: _token, ...rest } = body as Record<string, unknown>;
+  return JSON.stringify(rest).length <= MAX_KEPT_BODY ? { body: rest } : {};
 }
 
 /** A task cost the service may state: a whole number, not negative, not beyond reason. */

@@ -135,18 +135,27 @@ async function isLeftover(dir: string, name: string): Promise<boolean> {
   return info !== undefined && Date.now() - info.mtimeMs > PARTIAL_STALE_MS;
 }
 
-/** Removes the temporary files in `dir` whose writer is gone (killed mid-write). */
-async function removeLeftovers(dir: string): Promise<void> {
+/** Removes the temporary files in `dir` whose writer is gone (killed mid-write); returns how many. */
+async function removeLeftovers(dir: string): Promise<number> {
   let names: string[];
   try {
     names = await readdir(dir);
   } catch {
-    return;
+    return 0;
   }
+  let removed = 0;
   for (const name of names) {
-    if (await isLeftover(dir, name)) await unlink(join(dir, name)).catch(() => undefined);
+    if (await isLeftover(dir, name))
+      removed += await unlink(join(dir, name)).then(
+        () => 1,
+        () => 0,
+      );
   }
+  return removed;
 }
+
+/** How deep below the run's folder the start of a run looks for leftovers (reports/shards/I-of-N). */
+const SWEEP_DEPTH = 3;
 
 /** A folder's renames in flight to the disk: the sync running, the one queued behind it, its handle. */
 interface DirSync {
@@ -198,10 +207,31 @@ export class LocalSink implements Sink {
     return this.localPath(key);
   }
 
+  /**
+   * At the start of a run: the temporary files of writers that are gone, in the run's folder and
+   * the folders below it. A folder is swept when first written into too, but a run may write
+   * nothing more where a killed download left one: its row removed since, or every other result of
+   * that folder stored already.
+   */
+  async cleanup(_before: Date): Promise<{ aborted: number; removed: number }> {
+    let removed = 0;
+    const sweep = async (dir: string, depth: number): Promise<void> => {
+      removed += await removeLeftovers(dir);
+      if (depth >= SWEEP_DEPTH) return;
+      const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+      for (const entry of entries)
+        if (entry.isDirectory() && !entry.name.startsWith(".")) await sweep(join(dir, entry.name), depth + 1);
+    };
+    await sweep(this.root, 0);
+    return { aborted: 0, removed };
+  }
+
   private prepare(dir: string): Promise<void> {
     let ready = this.prepared.get(dir);
     if (!ready) {
-      ready = mkdir(dir, { recursive: true }).then(() => removeLeftovers(dir));
+      ready = mkdir(dir, { recursive: true })
+        .then(() => removeLeftovers(dir))
+        .then(() => undefined);
       this.prepared.set(dir, ready);
       ready.catch(() => this.prepared.delete(dir));
     }

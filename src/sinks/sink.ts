@@ -62,9 +62,10 @@ export interface Sink {
   probe(): Promise<void>;
   /**
    * Cleans up what writers that are gone left behind (S3: multipart uploads started before
-   * `before` that will never be completed, and which the store bills for). Best effort.
+   * `before` that will never be completed, and which the store bills for; a folder: the temporary
+   * files of killed writers, `removed`). Best effort.
    */
-  cleanup?(before: Date): Promise<{ aborted: number }>;
+  cleanup?(before: Date): Promise<{ aborted: number; removed?: number }>;
 }
 
 /** The output cannot be written: the message says where and what to do. */

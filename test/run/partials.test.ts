@@ -151,6 +151,33 @@ describe("the temporary files of a local output folder", () => {
     ]);
   });
 
+  it("are swept at the start of a run in every folder of it, written into or not (a row removed since the kill)", async () => {
+    // Found by the kill loop (kill-edited-4-r4, seed 164788089): n03 killed mid-download, then removed
+    // from the manifest; no later run wrote into lines/ again, and its temporary file stayed.
+    const me = await ours();
+    const dead = `.n03.wav.999999999.${me.host}${OTHER_INSTANCE}.${RANDOM}.partial`;
+    const live = `.n04.wav.1.${me.host}${OTHER_INSTANCE}.${RANDOM}.partial`;
+    await mkdir(join(root, "lines"));
+    await mkdir(join(root, "reports", "shards", "1-of-2"), { recursive: true });
+    await writeFile(join(root, "lines", dead), "half a line");
+    await writeFile(join(root, "lines", live), "a line being written");
+    await writeFile(
+      join(
+        root,
+        "reports",
+        "shards",
+        "1-of-2",
+        `.report.json.999999999.${me.host}${OTHER_INSTANCE}.${RANDOM}.partial`,
+      ),
+      "{",
+    );
+    await plant(`.s01.mp4.999999999.${me.host}${OTHER_INSTANCE}.${RANDOM}.partial`);
+    expect(await new LocalSink(root).cleanup(new Date())).toEqual({ aborted: 0, removed: 3 });
+    expect(await readdir(join(root, "lines"))).toEqual([live]);
+    expect(await readdir(join(root, "reports", "shards", "1-of-2"))).toEqual([]);
+    expect(await partials()).toEqual([]);
+  });
+
   it("keep the file of another process writing into the same folder right now", {
     timeout: 20_000,
   }, async () => {

@@ -30,13 +30,22 @@ export async function prepare(ctx: RunContext, opened: Opened, admitted: Admitte
   ] as const);
   const { sink } = opened;
   if (sink.cleanup) {
-    // Only uploads begun before this process held the lock: no live writer of this run owns them.
+    // Only uploads begun before this process held the lock, only files of writers that are gone: no
+    // live writer of this run owns them.
     const cleaned = await sink.cleanup(opened.lockedAt).catch((error: unknown) => {
-      log.warn({ event: "cleanup-failed", error: errorInfo(error) }, "could not clean up abandoned uploads");
-      return { aborted: 0 };
+      log.warn(
+        { event: "cleanup-failed", error: errorInfo(error) },
+        "could not clean up what a stopped run left",
+      );
+      return { aborted: 0, removed: 0 };
     });
     if (cleaned.aborted > 0)
       log.info({ event: "uploads-aborted", count: cleaned.aborted }, "aborted uploads left by a stopped run");
+    if ((cleaned.removed ?? 0) > 0)
+      log.info(
+        { event: "partials-removed", count: cleaned.removed },
+        "removed temporary files left by a stopped run",
+      );
   }
   traceStart("prepared (skills, voices, cleanup)");
   return { skillIds, voiceRefs };
