@@ -23,6 +23,7 @@ import { readFileSync, readlinkSync, unlinkSync } from "node:fs";
 import { type FileHandle, link, open, readdir, rename, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
+import { processAlive } from "../sinks/process-alive.js";
 
 export const DEFAULT_LEASE_MS = 30_000;
 export const DEFAULT_HEARTBEAT_MS = 5_000;
@@ -143,16 +144,6 @@ export interface Lock {
   release(): Promise<void>;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 const code = (error: unknown) => (error as NodeJS.ErrnoException).code;
 
 let pidNamespace: string | null | undefined;
@@ -251,7 +242,7 @@ function staleness(seen: Seen, leaseMs: number, now: number): string | undefined
       ? undefined
       : `left by an earlier process with pid ${o.pid} on this host`;
   }
-  return alive(o.pid) ? undefined : `its process (pid ${o.pid} on this host) is gone`;
+  return processAlive(o.pid) ? undefined : `its process (pid ${o.pid} on this host) is gone`;
 }
 
 /** Whether a live holder can be told from a dead one here (its pid means something on this host). */

@@ -185,13 +185,7 @@ export interface BuildOptions {
   signal?: AbortSignal | undefined;
 }
 
-export interface PlacedLine {
-  id: string;
-  job: string;
-  fingerprint: string;
-  uri: string;
-  bytes: number;
-  sha256: string;
+export interface PlacedLine extends Omit<Stored, "key"> {
   duration_seconds: number;
   /** Where it starts in the episode. */
   start_seconds: number;

@@ -7,6 +7,7 @@ import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
 import pLimit from "p-limit";
+import { processAlive } from "./process-alive.js";
 import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */
@@ -21,15 +22,6 @@ export function hashing(): { stream: Transform; result: () => { bytes: number; s
     },
   });
   return { stream, result: () => ({ bytes, sha256: hash.digest("hex") }) };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 // Temporary files are named `.NAME.PID.HOSTINSTANCE.RANDOM.partial`: the writer's pid, a tag of its
@@ -130,7 +122,7 @@ async function isLeftover(dir: string, name: string): Promise<boolean> {
   const pid = Number((m ?? old)?.[1]);
   const host = m ? m[2] : HOST_TAG;
   if (m && m[2] === HOST_TAG && m[3] === INSTANCE) return false;
-  if (host === HOST_TAG && pid > 0 && (pid === process.pid || !alive(pid))) return true;
+  if (host === HOST_TAG && pid > 0 && (pid === process.pid || !processAlive(pid))) return true;
   const info = await stat(join(dir, name)).catch(() => undefined);
   return info !== undefined && Date.now() - info.mtimeMs > PARTIAL_STALE_MS;
 }

@@ -29,6 +29,7 @@ import { fitFromState } from "../../../pipeline/fitting.js";
 import type { LocatedRun } from "../../../pipeline/locate.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import { LocalSink } from "../../../sinks/local.js";
+import { processAlive } from "../../../sinks/process-alive.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { OutputError, type Sink } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
@@ -483,17 +484,8 @@ async function prepareFolder(dir: string, name: string): Promise<void> {
   for (const entry of await readdir(dir)) {
     if (!entry.startsWith(prefix)) continue;
     const pid = Number(entry.slice(prefix.length).split("-")[0]);
-    if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) continue;
+    if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) continue;
     await unlink(join(dir, entry)).catch(() => undefined);
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
