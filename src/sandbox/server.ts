@@ -65,12 +65,25 @@ interface Faults {
   rate_limit_rps: number | null;
 }
 
+/** mulberry32: a small seeded generator, for faults a test can replay. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 const FaultsBody = z.object({
   error_rate: z.number().min(0).max(1).optional(),
   error_every: z.number().int().min(0).optional(),
   drop_rate: z.number().min(0).max(1).optional(),
   latency_ms: z.number().int().min(0).max(600_000).optional(),
   rate_limit_rps: z.number().positive().nullable().optional(),
+  seed: z.number().int().nullable().optional(),
 });
 
 const PackageBody = z.object({
@@ -189,6 +202,9 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     latency_ms: 0,
     rate_limit_rps: options.rateLimit,
   };
+  // `seed` (not echoed with the settings): the faults' draws from a seeded generator, so a test gets
+  // the same faults in the same order; null goes back to Math.random.
+  let draw: () => number = Math.random;
   let apiRequests = 0;
   const limiter = new RateLimiter();
   const media: MediaControl = {
@@ -373,7 +389,9 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     "control",
     (c) => {
       const body = parseControl(FaultsBody, c.body);
-      Object.assign(faults, Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)));
+      const { seed, ...settings } = body;
+      Object.assign(faults, Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)));
+      if (seed !== undefined) draw = seed === null ? Math.random : seeded(seed);
       return { ...faults };
     },
     json(MiB),
@@ -438,9 +456,9 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       let dropAfter = false;
       if (store.kind === "api") {
         if (faults.latency_ms > 0) await delay(faults.latency_ms);
-        if (faults.drop_rate > 0 && Math.random() < faults.drop_rate) {
+        if (faults.drop_rate > 0 && draw() < faults.drop_rate) {
           // Half the drops happen after the work is done: the hard case for clients (did it happen?).
-          if (Math.random() < 0.5) {
+          if (draw() < 0.5) {
             req.socket.destroy();
             return;
           }
@@ -448,7 +466,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
         }
         apiRequests += 1;
         const every = faults.error_every > 0 && apiRequests % faults.error_every === 0;
-        if (!dropAfter && (every || (faults.error_rate > 0 && Math.random() < faults.error_rate))) {
+        if (!dropAfter && (every || (faults.error_rate > 0 && draw() < faults.error_rate))) {
           throw new ApiError(
             503,
             "service_unavailable_error",

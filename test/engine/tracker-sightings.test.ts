@@ -63,6 +63,12 @@ function board() {
   return { seen, told, sightings };
 }
 
+/** Waits until `test` holds, for at most 10 s (then the assertions after it say what was missing). */
+async function until(test: () => boolean): Promise<void> {
+  for (const end = Date.now() + 10_000; !test() && Date.now() < end; )
+    await new Promise((r) => setTimeout(r, 10));
+}
+
 const ended = (id: string) => videoTask(id, "succeeded", NOW()) as VideoTask;
 
 describe("VideoPoller with sightings from other processes", () => {
@@ -105,7 +111,9 @@ describe("VideoPoller with sightings from other processes", () => {
         () => settled++,
         () => {},
       );
-    await new Promise((r) => setTimeout(r, 400));
+    // Until each was looked at by this process more than once (a busy machine runs the timers late).
+    const looks = (id: string) => server.hits.filter((h) => h.url.endsWith(`/${id}`)).length;
+    await until(() => ["t_old", "t_stale", "t_mixed"].every((id) => looks(id) > 1));
     expect(settled).toBe(0);
     expect(p.sighted).toBe(0);
     // Each was looked at by this process, more than once.
@@ -127,7 +135,7 @@ describe("VideoPoller with sightings from other processes", () => {
       },
       () => {},
     );
-    await new Promise((r) => setTimeout(r, 250));
+    await until(() => server.hits.filter((h) => h.url.endsWith("/t_2")).length > 2);
     expect(settled).toBe(false);
     expect(server.hits.filter((h) => h.url.endsWith("/t_2")).length).toBeGreaterThan(2);
   });

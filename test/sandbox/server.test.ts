@@ -462,6 +462,21 @@ describe("injected faults", () => {
     expect((await call(s.url, "GET", "/audio/v1/pricing")).status).toBe(200);
   });
 
+  it("draws its faults from a seeded generator when given a seed: the same faults in the same order", async () => {
+    const sequence = async (seed: number | undefined) => {
+      const s = await fresh();
+      await faults(s, { error_rate: 0.5, ...(seed !== undefined ? { seed } : {}) });
+      const out: number[] = [];
+      for (let i = 0; i < 24; i++) out.push((await call(s.url, "GET", "/audio/v1/pricing")).status);
+      return out.join(",");
+    };
+    const first = await sequence(11);
+    expect(first).toContain("503");
+    expect(first).toContain("200");
+    expect(await sequence(11)).toBe(first);
+    expect(await sequence(12)).not.toBe(first);
+  });
+
   it("echoes the fault settings and validates them", async () => {
     const s = await fresh();
     expect(await faults(s, {})).toEqual({
