@@ -58,11 +58,17 @@ export async function narrationOf(
  * Fits, in place, every auto shot whose narration is stored: what a run or a report does before it
  * compares the jobs with the state. Returns the shots fitted.
  */
-export async function fitFromState(jobs: Job[], state: RunState, sink?: Sink): Promise<VideoJob[]> {
+export async function fitFromState(
+  jobs: Job[],
+  state: RunState,
+  sink?: Sink,
+  /** Shots to leave unfitted (their lines are to be made again). */
+  wait?: (shot: VideoJob) => boolean,
+): Promise<VideoJob[]> {
   const fitted: VideoJob[] = [];
   let byId: Map<string, Job> | undefined;
   for (const [i, job] of jobs.entries()) {
-    if (!unfitted(job)) continue;
+    if (!unfitted(job) || wait?.(job)) continue;
     byId ??= new Map(jobs.map((j) => [j.id, j]));
     const narration = await narrationOf(job, state, byId, sink);
     if (!("seconds" in narration)) continue;

@@ -137,6 +137,24 @@ describe("duration: auto", () => {
     expect(created(await s.stats())).toBe(created(after));
   });
 
+  it("with --fresh, waits for the lines made again (a new take of a line may be longer) before timing the shot", async () => {
+    const { s, w } = await setup();
+    const path = await w.write("manifest.yaml", yaml(manifest(LINES)));
+    expect((await runIn(s, path)).outcome.exitCode).toBe(0);
+    const before = created(await s.stats());
+    const { outcome, logs } = await runIn(s, path, { fresh: true });
+    expect(outcome.exitCode).toBe(0);
+    expect(created(await s.stats()) - before).toBe(8);
+    const events = logs.lines();
+    const at = (jobId: string, event: string) =>
+      events.findIndex((e) => e.job === jobId && e.event === event);
+    for (const line of ["line/n01", "line/n02"]) {
+      expect(at(line, "stored")).toBeGreaterThanOrEqual(0);
+      expect(at(line, "stored")).toBeLessThan(at("shot/s01", "timed"));
+      expect(at(line, "stored")).toBeLessThan(at("shot/s01", "submitting"));
+    }
+  });
+
   it("keeps a shot whose edited line has the same fitted length: re-timed, not regenerated", async () => {
     const { s, w } = await setup();
     const path = await w.write("manifest.yaml", yaml(manifest(LINES)));

@@ -7,7 +7,7 @@ import { AuthenticationError, isUnavailable, PermissionError } from "../../api/i
 import { CallbackListener } from "../../engine/callbacks.js";
 import type { PointsLedger } from "../../engine/ledger.js";
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
-import { type Job, unfitted } from "../../manifest/index.js";
+import { type Job, unfitted, type VideoJob } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
@@ -87,12 +87,19 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
 
-  // Shots timed to narration stored already are fitted now, so that reuse is judged on the very
-  // request; the others wait for their lines during the run.
-  for (const shot of await fitFromState(planned.jobs, store.state, sink)) logFitted(ctx.log, shot);
   const only = options.only;
   const shard = located.shard;
   const chosen = (job: Job) => inShard(job, shard) && (!only || matchesOnly(job, only));
+  // Shots timed to narration stored already are fitted now, so that reuse is judged on the very
+  // request; the others wait for their lines during the run. With --fresh the chosen lines are made
+  // again, and may come out longer or shorter: their shots wait for the new ones.
+  const ids = new Map(planned.jobs.map((job) => [job.id, job]));
+  const remade = (id: string) => {
+    const line = ids.get(id);
+    return line !== undefined && chosen(line);
+  };
+  const wait = options.fresh ? (shot: VideoJob) => (shot.auto?.lines ?? []).some(remade) : undefined;
+  for (const shot of await fitFromState(planned.jobs, store.state, sink, wait)) logFitted(ctx.log, shot);
   // A shot waiting for its narration needs its lines, even when --only names the shot alone.
   const narration = new Set(
     planned.jobs.flatMap((job) => (unfitted(job) && chosen(job) ? job.auto.lines : [])),
