@@ -107,7 +107,9 @@ async function iteration(label: string, kills: Kill[]) {
           manifest(name, "And every night, someone watched the light turn, and turn, and turn."),
         );
       }
-      if (r.code === 0 && i >= kills.length) break;
+      // A run that ended 0 finished the campaign: a run after it would start a new one (its report
+      // would show none of what was paid), so a kill not reached yet is left unused.
+      if (r.code === 0) break;
     }
     expect(code, context).toBe(0);
     const report = await readReport(ws);
