@@ -88,17 +88,8 @@ if (!existsSync(join(ROOT, "dist", "cli", "main.js"))) {
 
 // ---------------------------------------------------------------- the workload
 
-/** mulberry32: the same manifest for the same seed, on every machine. */
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The same manifest for the same seed, on every machine: the sandbox's seeded generator (dist/). */
+const { seeded: random } = await import(new URL("../dist/sandbox/random.js", import.meta.url).href);
 
 const WORDS = (
   "the light came on at seven every night and the keeper climbed stairs while waves broke below " +

@@ -6,17 +6,8 @@ const SEED = 20240611;
 
 // ---------------------------------------------------------------- the manifest
 
-/** mulberry32: a small seeded generator, so every run plans the same manifest. */
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The same manifest for every run: the sandbox's seeded generator (dist/, built by npm run build). */
+const { seeded: rng } = await import(new URL("../dist/sandbox/random.js", import.meta.url).href);
 
 const SUBJECTS = [
   "a lighthouse on a cliff at dusk",

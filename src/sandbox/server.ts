@@ -11,6 +11,7 @@ import { ApiError, renderError, sendJson } from "./http.js";
 import { makeMp4, makeWav } from "./media.js";
 import { loadWorld, saveWorld } from "./persist.js";
 import { packageProblem } from "./points.js";
+import { seeded } from "./random.js";
 import { PRESET_VOICES, SpeechService } from "./speech.js";
 import { OFFICIAL_SKILLS, VideoService } from "./video.js";
 import { type Org, World } from "./world.js";
@@ -63,18 +64,6 @@ interface Faults {
   drop_rate: number;
   latency_ms: number;
   rate_limit_rps: number | null;
-}
-
-/** mulberry32: a small seeded generator, for faults a test can replay. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const FaultsBody = z.object({

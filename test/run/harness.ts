@@ -53,16 +53,7 @@ export function staleBuild(): string[] {
 // randomness that can be replayed: the seed is printed with every failure
 // ---------------------------------------------------------------------------------------------
 
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seeded as rng } from "../../src/sandbox/random.js";
 
 // ---------------------------------------------------------------------------------------------
 // the sandbox, as its own process
