@@ -35,6 +35,7 @@ export {
   fitSeconds,
   fitShot,
   MAX_SHOT_S,
+  overrun,
   type Timing,
   unfitted,
 } from "./timing.js";

@@ -104,6 +104,18 @@ export function fitShot(job: VideoJob, lineSeconds: readonly number[]): VideoJob
   };
 }
 
+/**
+ * How long the narration of a fitted auto shot wants to be (with lead and tail) when that is more
+ * than the longest shot, or undefined when it fits: what the log and the report warn of.
+ */
+export function overrun(job: VideoJob): { wanted: number } | undefined {
+  const auto = job.auto;
+  if (auto?.fitted === undefined || auto.narration === undefined) return undefined;
+  const wanted = auto.timing.lead + auto.narration + auto.timing.tail;
+  // The same slack as fitSeconds: 30.0000001 s of float arithmetic fits a 30 s shot.
+  return wanted > MAX_SHOT_S + 1e-3 ? { wanted } : undefined;
+}
+
 /** An auto shot whose lines are not all stored yet. */
 export function unfitted(job: Job): job is VideoJob & { auto: AutoDuration } {
   return job.kind === "video" && job.auto !== undefined && job.auto.fitted === undefined;

@@ -5,7 +5,15 @@
 import type { Logger } from "pino";
 import { wavSeconds } from "../api/wav.js";
 import type { RunState } from "../engine/state.js";
-import { fitShot, type Job, MAX_SHOT_S, outputKey, unfitted, type VideoJob } from "../manifest/index.js";
+import {
+  fitShot,
+  type Job,
+  MAX_SHOT_S,
+  outputKey,
+  overrun,
+  unfitted,
+  type VideoJob,
+} from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
 
 /** Enough of a WAV for its header, even with metadata chunks before `data`. */
@@ -83,15 +91,14 @@ export async function fitFromState(
 export function logFitted(log: Logger, shot: VideoJob): void {
   const auto = shot.auto;
   if (auto?.fitted === undefined || auto.narration === undefined) return;
-  const { lead, tail } = auto.timing;
-  const wanted = lead + auto.narration + tail;
   log.info(
     { job: shot.id, event: "timed", narration_seconds: auto.narration, duration: auto.fitted },
     `timed to its narration: ${auto.narration} s of lines, ${auto.fitted} s with lead and tail`,
   );
-  if (wanted > MAX_SHOT_S + 1e-3)
+  const over = overrun(shot);
+  if (over)
     log.warn(
       { job: shot.id, event: "narration-too-long", narration_seconds: auto.narration, duration: auto.fitted },
-      `its narration (${auto.narration} s, ${wanted.toFixed(2)} s with lead and tail) is longer than the longest shot (${MAX_SHOT_S} s): the narration runs past the shot's end`,
+      `its narration (${auto.narration} s, ${over.wanted.toFixed(2)} s with lead and tail) is longer than the longest shot (${MAX_SHOT_S} s): the narration runs past the shot's end`,
     );
 }

@@ -8,7 +8,7 @@ import { appendFile, readFile } from "node:fs/promises";
 import { redact, redactDeep } from "../api/redact.js";
 import { UPSCALE_TIERS } from "../api/video.js";
 import { type JobState, openAttempt, type RunState, spentPoints } from "../engine/state.js";
-import { type Job, MAX_SHOT_S, type VideoJob } from "../manifest/index.js";
+import { type Job, MAX_SHOT_S, overrun, type VideoJob } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
 import { mediaLinks, renderReviewPage } from "./review-page.js";
 
@@ -263,11 +263,10 @@ function plannedJob(planned: Job, st: JobState | undefined, campaign: number, en
 
 /** An auto shot whose narration (with lead and tail) is longer than the longest shot: what was cut. */
 function narrationTooLong(job: VideoJob): string | undefined {
-  const auto = job.auto;
-  if (auto?.fitted === undefined || auto.narration === undefined) return undefined;
-  const wanted = auto.timing.lead + auto.narration + auto.timing.tail;
-  if (wanted <= MAX_SHOT_S + 1e-3) return undefined;
-  return `its narration takes ${wanted.toFixed(2)} s with lead and tail, longer than the longest shot (${MAX_SHOT_S} s): it runs past the shot's end`;
+  const over = overrun(job);
+  return over
+    ? `its narration takes ${over.wanted.toFixed(2)} s with lead and tail, longer than the longest shot (${MAX_SHOT_S} s): it runs past the shot's end`
+    : undefined;
 }
 
 /**

@@ -294,6 +294,9 @@ function narrations(
     return entry;
   };
   const work = new Set(admitted.admission.work.map((job) => job.id));
+  // Built once: every shot looks its lines up here, and takes its own place when fitted.
+  const byId = new Map(planned.jobs.map((j) => [j.id, j]));
+  const indexOf = new Map(planned.jobs.map((j, i) => [j.id, i]));
   const stopped = () => ctx.stop.signal.aborted || runner.stopped;
   const shot = (job: VideoJob & { auto: AutoDuration }): Life => {
     let fitted: VideoJob | undefined;
@@ -301,7 +304,6 @@ function narrations(
       // Lines this run does not work on have ended already (stored, or failed for good).
       await Promise.all(job.auto.lines.filter((id) => work.has(id)).map((id) => waitFor(id).done));
       if (stopped()) return false;
-      const byId = new Map(planned.jobs.map((j) => [j.id, j]));
       const narration = await narrationOf(job, store.state, byId, opened.sink);
       if ("missing" in narration) {
         // A run stopped mid-way leaves the lines pending: the shot waits for the next run.
@@ -317,8 +319,8 @@ function narrations(
       }
       fitted = fitShot(job, narration.seconds);
       logFitted(ctx.log, fitted);
-      const index = planned.jobs.findIndex((j) => j.id === job.id);
-      if (index >= 0) planned.jobs[index] = fitted;
+      const index = indexOf.get(job.id);
+      if (index !== undefined) planned.jobs[index] = fitted;
       await store.append(
         {
           t: "job",
