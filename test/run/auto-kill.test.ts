@@ -1,9 +1,10 @@
 // Kill test of shots timed to their narration: a shot's create comes late in the run (after its
 // lines are stored, fitted and declared), a new path to a paid task. Each iteration SIGKILLs the
-// runner (a separate process) at a chosen moment of that path, or after a random delay, then runs
-// it again until it ends with 0; one iteration edits a line between kills. After each: the tasks
-// the sandbox created, the points the report says were spent and the balance's drop agree, and
-// every shot on disk is as long as its stored narration says.
+// runner (a separate process) at a chosen moment of that path, or stops it with SIGTERM (exit 4),
+// or kills it after a random delay, then runs it again until it ends with 0; one iteration edits a
+// line between kills. After each: the tasks the sandbox created, the points the report says were
+// spent and the balance's drop agree, every stored file has the size and sha256 the report gives,
+// and every shot on disk is as long as its stored narration says.
 //
 // Seeded: CLAPPER_KILL_SEED=N replays a failing sequence (the seed is in every failure's message).
 import { readFile, writeFile } from "node:fs/promises";
@@ -23,6 +24,7 @@ import {
   staleBuild,
   startSandbox,
   statsDelta,
+  verifyOutputs,
   workspace,
 } from "./harness.js";
 
@@ -62,6 +64,8 @@ const on =
 interface Kill {
   what: string;
   when?: When;
+  /** The signal sent at `when`: SIGKILL (default), or SIGTERM (a graceful stop: exit 4). */
+  signal?: "SIGKILL" | "SIGTERM";
   afterMs?: number;
   /** Edit line n02 before the run after this kill. */
   editAfter?: boolean;
@@ -94,12 +98,13 @@ async function iteration(label: string, kills: Kill[]) {
       const r = await cli(["run", ws.manifest, ...FLAGS], {
         cwd: ws.dir,
         env: cliEnv(sb),
-        ...(when ? { on: (e, events) => (when(e, events) ? "SIGKILL" : undefined) } : {}),
+        ...(when ? { on: (e, events) => (when(e, events) ? (kill.signal ?? "SIGKILL") : undefined) } : {}),
         ...(kill?.afterMs !== undefined ? { killAfterMs: kill.afterMs } : {}),
       }).done;
       code = r.code;
       // A kill on a moment of the path must land there: a run that ended first tested nothing.
-      if (when) expect(r.signal, `${context}: killed ${kill.what}`).toBe("SIGKILL");
+      if (when && kill.signal === "SIGTERM") expect(r.code, `${context}: stopped ${kill.what}`).toBe(4);
+      else if (when) expect(r.signal, `${context}: killed ${kill.what}`).toBe("SIGKILL");
       if (kill?.editAfter && !edited) {
         edited = true;
         await writeFile(
@@ -120,6 +125,8 @@ async function iteration(label: string, kills: Kill[]) {
     if (!edited) expect(delta.tasks, context).toBe(JOBS);
     else expect(delta.tasks, context).toBeLessThanOrEqual(JOBS + 3);
     expect(report.counts.succeeded + report.counts.skipped, context).toBe(JOBS);
+    // Every stored file is the one the report names: its size and sha256.
+    expect(await verifyOutputs(report), context).toEqual([]);
     // Every auto shot is as long as its stored narration says.
     const out = ws.outputDir;
     const wav = async (id: string) => wavSeconds(await readFile(join(out, `lines/${id}.wav`))) as number;
@@ -139,6 +146,20 @@ describe("duration: auto under SIGKILL", () => {
     ["at-fit", [{ what: "as the shot is timed", when: on("timed", "shot/s02") }]],
     ["at-submit", [{ what: "as an auto shot is submitted", when: on("submitting", "shot/s02") }]],
     ["at-create", [{ what: "as an auto shot's task is created", when: on("created", "shot/s01") }]],
+    [
+      "sigterm-at-fit",
+      [{ what: "as the shot is timed (SIGTERM)", when: on("timed", "shot/s02"), signal: "SIGTERM" }],
+    ],
+    [
+      "sigterm-at-submit",
+      [
+        {
+          what: "as an auto shot is submitted (SIGTERM)",
+          when: on("submitting", "shot/s01"),
+          signal: "SIGTERM",
+        },
+      ],
+    ],
     [
       "twice",
       [
