@@ -93,6 +93,11 @@ const EXTRA_ARGS = (process.env.BENCH_EXTRA_ARGS ?? "").split(/\s+/).filter(Bool
 const KEEP = process.env.BENCH_KEEP === "1";
 const BASE = process.env.BENCH_TMP ?? tmpdir();
 const KEY = "sk-ml-bench";
+// BENCH_TRACE=DIR writes each run's timeline there (requests, clapper's log, each job's planned time) for study.
+const TRACE = process.env.BENCH_TRACE ?? "";
+// BENCH_NODE_ARGS: Node's own flags for the clapper child (--cpu-prof --cpu-prof-dir=DIR, say).
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
+const SANDBOX_NODE_ARGS = (process.env.BENCH_SANDBOX_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
 
 const SCENARIOS = [
   { id: 1, jobs: 100, rateLimit: null, maxRatio: 2, maxFirstCreateMs: 300 },
@@ -196,6 +201,7 @@ async function startSandbox(publicUrl, rateLimit) {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const args = [
+      ...SANDBOX_NODE_ARGS,
       join(ROOT, "bin", "clapper.js"),
       "sandbox",
       "--port",
@@ -258,7 +264,15 @@ async function runOnce(scenario, jobs) {
     proxy.setTarget(realUrl);
     const statsBefore = await sandboxStats(realUrl);
 
-    const args = [join(ROOT, "bin", "clapper.js"), "run", manifest, "--log-format", "json", ...EXTRA_ARGS];
+    const args = [
+      ...NODE_ARGS,
+      join(ROOT, "bin", "clapper.js"),
+      "run",
+      manifest,
+      "--log-format",
+      "json",
+      ...EXTRA_ARGS,
+    ];
     const spawnAt = performance.now();
     const child = spawn(process.execPath, args, {
       cwd: dir,
@@ -270,7 +284,9 @@ async function runOnce(scenario, jobs) {
       timedOut = true;
       child.kill("SIGKILL");
     }, TIMEOUT_S * 1000);
+    const logLines = [];
     createInterface({ input: child.stderr }).on("line", (line) => {
+      if (TRACE) logLines.push(line);
       let entry;
       try {
         entry = JSON.parse(line);
@@ -289,6 +305,20 @@ async function runOnce(scenario, jobs) {
 
     const statsAfter = await sandboxStats(realUrl);
     const log = proxy.log.filter((r) => r.at >= spawnAt);
+    if (TRACE) {
+      mkdirSync(TRACE, { recursive: true });
+      const base = join(TRACE, `s${scenario.id}-${Date.now()}`);
+      const rel = (r) => ({ ...r, at: r.at - spawnAt, done: r.done === undefined ? null : r.done - spawnAt });
+      writeFileSync(`${base}.requests.json`, JSON.stringify(log.map(rel)));
+      writeFileSync(`${base}.log.jsonl`, logLines.join("\n"));
+      const planned = {};
+      for (const [i, s] of jobs.shots.entries()) planned[`shot/${s.id ?? i}`] = videoSeconds(s);
+      for (const [i, l] of jobs.lines.entries()) planned[`line/${l.id ?? i}`] = speechSeconds(l);
+      writeFileSync(
+        `${base}.planned.json`,
+        JSON.stringify({ spawnWall: Date.now() - (performance.now() - spawnAt), planned }),
+      );
+    }
     const api = log.filter((r) => isApi(r.path));
     const creates = api.filter((r) => {
       const k = `${r.method} ${r.path}`;

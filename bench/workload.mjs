@@ -152,6 +152,9 @@ export async function startProxy() {
       },
       (ur) => {
         rec.status = ur.statusCode ?? 0;
+        ur.once("end", () => {
+          rec.done = performance.now();
+        });
         res.writeHead(ur.statusCode ?? 502, ur.rawHeaders);
         ur.pipe(res);
         ur.on("error", () => res.destroy());

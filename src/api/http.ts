@@ -153,9 +153,15 @@ export function linkedSignal(
 export interface RequestGate {
   /**
    * `signal` aborts the wait for a turn as well as the attempt. `method` tells reads (GET) from
-   * writes, which a gate may order differently.
+   * writes, which a gate may order differently; among waiting writes a higher `rank` may go first.
    */
-  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal, method?: string): Promise<T>;
+  run<T>(
+    path: string,
+    attempt: () => Promise<T>,
+    signal?: AbortSignal,
+    method?: string,
+    rank?: number,
+  ): Promise<T>;
   rateLimited(path: string, retryAfterMs: number | undefined): void;
 }
 
@@ -180,6 +186,8 @@ export interface RequestOptions<T> {
   signal?: AbortSignal;
   /** Aborts the request only while no attempt has left yet (see CallOptions.queueSignal). */
   queueSignal?: AbortSignal;
+  /** Its place among the writes waiting at the gate: higher goes first (see CallOptions.rank). */
+  rank?: number;
   /** Names the call in messages: "create video task". */
   what: string;
 }
@@ -365,7 +373,7 @@ export class HttpClient {
    */
   private async withRetries<T>(
     policy: RetryPolicy,
-    opts: { signal?: AbortSignal; queueSignal?: AbortSignal; what: string },
+    opts: { signal?: AbortSignal; queueSignal?: AbortSignal; rank?: number; what: string },
     where: { method: string; path: string },
     attempt: (n: number, signal: AbortSignal, started: number) => Promise<T>,
     mode: { gated: boolean; streaming?: boolean; origin?: string } = { gated: true },
@@ -436,13 +444,14 @@ export class HttpClient {
     gate: RequestGate,
     where: { method: string; path: string },
     go: () => Promise<T>,
-    opts: { signal?: AbortSignal; queueSignal?: AbortSignal },
+    opts: { signal?: AbortSignal; queueSignal?: AbortSignal; rank?: number },
     dispatched: boolean,
   ): Promise<T> {
-    if (dispatched || !opts.queueSignal) return gate.run(where.path, go, opts.signal, where.method);
+    if (dispatched || !opts.queueSignal)
+      return gate.run(where.path, go, opts.signal, where.method, opts.rank);
     const wait = linkedSignal([opts.queueSignal, opts.signal]);
     try {
-      return await gate.run(where.path, go, wait.signal, where.method);
+      return await gate.run(where.path, go, wait.signal, where.method, opts.rank);
     } finally {
       wait.done();
     }

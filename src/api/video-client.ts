@@ -27,6 +27,8 @@ export interface CallOptions {
    * left, only `signal` stops it (a create that may have reached the service must be answered).
    */
   queueSignal?: AbortSignal;
+  /** Among writes waiting for their turn, a higher rank goes first (see RequestGate.run). */
+  rank?: number;
 }
 
 /** Checks a request against its schema before anything is sent: a refused request costs nothing. */
@@ -217,9 +219,14 @@ export class VideoClient {
   }
 }
 
-export function signalOf(opts: CallOptions): { signal?: AbortSignal; queueSignal?: AbortSignal } {
+export function signalOf(opts: CallOptions): {
+  signal?: AbortSignal;
+  queueSignal?: AbortSignal;
+  rank?: number;
+} {
   return {
     ...(opts.signal ? { signal: opts.signal } : {}),
     ...(opts.queueSignal ? { queueSignal: opts.queueSignal } : {}),
+    ...(opts.rank !== undefined ? { rank: opts.rank } : {}),
   };
 }

@@ -3,10 +3,13 @@
 //
 // Requests come in two lanes. Reads (a due poll, a list page, the balance) and writes (a create, an
 // upload) share the rate; when both wait, a read goes after at most READ_EVERY - 1 writes, so a due
-// poll is never starved by a queue of creates and creates keep nine slots in ten. When no write
-// waits, reads take every slot. Hand-written rather than bottleneck: bottleneck has strict
-// priorities (a busy tracker would starve creates), fixes a job's start time when it queues (a
-// Retry-After that comes later cannot move it), and its queue cannot be left by an abort.
+// poll is never starved by a queue of creates and creates keep nine slots in ten, while the looks
+// a busy rate holds back come due together and one list page answers for them. A ranked read (the
+// URL of a task that succeeded: paid for, only waiting to be collected) goes before any write.
+// Writes wait by rank, the longest job's create first. When no write waits, reads take every turn.
+// Hand-written rather than bottleneck: bottleneck has strict priorities (a busy tracker would
+// starve creates), fixes a job's start time when it queues (a Retry-After that comes later cannot
+// move it), and its queue cannot be left by an abort.
 import pLimit, { type LimitFunction } from "p-limit";
 import { AbortedError, RateLimitError } from "../api/errors.js";
 import type { RequestGate } from "../api/http.js";
@@ -75,6 +78,8 @@ const START_BURST = 4;
 
 interface Waiter {
   lane: Lane;
+  /** Writes wait highest rank first (the longest job's create first), then in arrival order. */
+  rank: number;
   go: () => void;
   fail: (error: Error) => void;
 }
@@ -112,7 +117,7 @@ export class PacedQueue {
   }
 
   /** Waits for a turn; an abort while waiting leaves the queue without sending. */
-  turn(lane: Lane, signal?: AbortSignal): Promise<void> {
+  turn(lane: Lane, signal?: AbortSignal, rank = 0): Promise<void> {
     if (this.stopped) return Promise.reject(new AbortedError("the run's requests were stopped"));
     if (signal?.aborted) return Promise.reject(new AbortedError("aborted while waiting for a request slot"));
     return new Promise<void>((resolve, reject) => {
@@ -124,6 +129,7 @@ export class PacedQueue {
       };
       const waiter: Waiter = {
         lane,
+        rank,
         go: () => {
           signal?.removeEventListener("abort", onAbort);
           resolve();
@@ -134,7 +140,7 @@ export class PacedQueue {
         },
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiting[lane].push(waiter);
+      insertByRank(this.waiting[lane], waiter);
       this.pump();
     });
   }
@@ -223,7 +229,10 @@ export class PacedQueue {
 
   private pick(): Waiter {
     const { read, write } = this.waiting;
-    const readTurn = read.length > 0 && (write.length === 0 || this.writesSinceRead >= READ_EVERY - 1);
+    // A finished result's fetch goes first: there is one per video that succeeded, no more.
+    const collect = (read[0]?.rank ?? 0) > 0;
+    const readTurn =
+      read.length > 0 && (collect || write.length === 0 || this.writesSinceRead >= READ_EVERY - 1);
     if (readTurn) {
       this.writesSinceRead = 0;
       return read.shift() as Waiter;
@@ -299,8 +308,8 @@ export class ServiceLimiter {
   }
 
   /** Runs one attempt in its turn; an abort while waiting gives the turn up without sending. */
-  async run<T>(attempt: () => Promise<T>, signal?: AbortSignal, lane: Lane = "write"): Promise<T> {
-    await this.queue.turn(lane, signal);
+  async run<T>(attempt: () => Promise<T>, signal?: AbortSignal, lane: Lane = "write", rank = 0): Promise<T> {
+    await this.queue.turn(lane, signal, rank);
     const sentAt = Date.now();
     try {
       const value = await attempt();
@@ -318,6 +327,21 @@ export class ServiceLimiter {
       throw error;
     }
   }
+}
+
+/**
+ * Keeps a lane highest rank first and, within a rank, first come first served: a waiter goes after
+ * every one of its rank or higher (a binary search, as thousands of creates may wait).
+ */
+function insertByRank(queue: Waiter[], waiter: Waiter): void {
+  let lo = 0;
+  let hi = queue.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((queue[mid] as Waiter).rank >= waiter.rank) lo = mid + 1;
+    else hi = mid;
+  }
+  queue.splice(lo, 0, waiter);
 }
 
 function hasStatus(error: unknown): boolean {
@@ -368,8 +392,14 @@ export class ServiceGate implements RequestGate {
     return path.startsWith("/audio/") ? this.speech : this.video;
   }
 
-  run<T>(path: string, attempt: () => Promise<T>, signal?: AbortSignal, method = "POST"): Promise<T> {
-    return this.pick(path).run(attempt, signal, method === "GET" ? "read" : "write");
+  run<T>(
+    path: string,
+    attempt: () => Promise<T>,
+    signal?: AbortSignal,
+    method = "POST",
+    rank = 0,
+  ): Promise<T> {
+    return this.pick(path).run(attempt, signal, method === "GET" ? "read" : "write", rank);
   }
 
   /** Nothing to do: each limiter sees its 429s itself, with the moment the request left. */

@@ -26,7 +26,7 @@ export interface RememberedRate {
 /** Requests per second at the start when nothing is remembered: the old fixed default of one service. */
 export const SAFE_START_RPS = 10;
 /** The ceiling without `--rps`: far above any rate the sandbox's clients need, still finite. */
-export const DEFAULT_CEILING_RPS = 200;
+export const DEFAULT_CEILING_RPS = 1000;
 const MIN_RPS = 0.2;
 /** How far back "what the service sustained" looks. */
 const WINDOW_MS = 3000;

@@ -71,14 +71,26 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
 /** Items asked for per list page: the most either service gives. */
 const PAGE_SIZE = 100;
+/** Videos due together, with the pace learnt, that are asked about with a list rather than one by one. */
+const LIST_WHEN_PREDICTED = 10;
 /** Looks before a line's nominal end while the service's pace is not learnt yet. */
 const EARLY_LOOKS = 2;
 
 /** List pages read beyond those the followed tasks could fill, before single looks take over. */
 const PAGE_MARGIN = 2;
 
-/** A speech task's predicted end, kept between looks. */
-interface SpeechPlan {
+/** How far below a prediction that held, toward the earliest possible end, the next one tries. */
+const PACE_EXPLORE = 0.5;
+/** The pace is this quantile of recent samples: high, as looking early costs more than a little late. */
+const PACE_QUANTILE = 0.75;
+/** Ended tasks that set the observed pace: recent ones, as the service's load changes. */
+const PACE_SAMPLES = 25;
+/** Past the predicted end, the next look waits this share of the task's time, growing each time. */
+const BACKOFF_SHARE = 0.1;
+const BACKOFF_GROWTH = 1.5;
+
+/** A task's predicted end, kept between looks. */
+interface Plan {
   /** When it should end (epoch ms). */
   endAt: number;
   /** The attempt seen last: a new one (a retry) moves the end. */
@@ -102,7 +114,9 @@ interface Entry<T> {
   /** Consecutive failed looks, and since when: reset by any readable answer. */
   failures: number;
   failingSince?: number;
-  plan?: SpeechPlan;
+  plan?: Plan;
+  /** The caller's nominal time for the task (TrackHint.expectedMs): scaled by the pace learnt. */
+  expectedMs?: number;
   onUpdate: (task: T) => void;
   resolve: (task: T) => void;
   reject: (error: unknown) => void;
@@ -118,6 +132,8 @@ abstract class Poller<T> {
   readonly durations: number[] = [];
   /** Tasks settled by what another process read, without a request of this one. */
   sighted = 0;
+  /** Observed over nominal duration of recent tasks that ended well (see `sample`). */
+  protected readonly paces: number[] = [];
   private sightings: Sightings<T> | undefined;
 
   constructor(
@@ -147,6 +163,7 @@ abstract class Poller<T> {
         openAt: now,
         dueAt: now + this.firstWait(hint),
         failures: 0,
+        ...(hint.expectedMs !== undefined && hint.expectedMs > 0 ? { expectedMs: hint.expectedMs } : {}),
         onUpdate,
         resolve,
         reject,
@@ -227,7 +244,7 @@ abstract class Poller<T> {
         due = due.filter((e) => this.entries.has(e.taskId) && e.dueAt <= now);
         if (due.length === 0) continue;
       }
-      if (due.length >= this.options.batchThreshold) {
+      if (this.useList(due)) {
         try {
           await this.pollMany(due);
           continue;
@@ -309,7 +326,7 @@ abstract class Poller<T> {
   private async pollOne(entry: Entry<T>): Promise<void> {
     try {
       this.requests += 1;
-      const task = await this.get(entry.taskId);
+      const task = await this.get(entry.taskId, entry.plan !== undefined && Date.now() >= entry.plan.endAt);
       this.sightings?.tell([task]);
       if (this.entries.has(entry.taskId)) this.deliver(entry, task);
     } catch (error) {
@@ -348,11 +365,61 @@ abstract class Poller<T> {
   /** Told of every task that ended, before its promise settles. */
   protected ended(_entry: Entry<T>, _task: T): void {}
 
-  protected abstract get(taskId: string): Promise<T>;
+  /**
+   * How much longer than nominal tasks take here (below 1: shorter): a high quantile of recent
+   * samples, 1 before any ended.
+   */
+  pace(): number {
+    if (this.paces.length === 0) return 1;
+    const sorted = [...this.paces].sort((a, b) => a - b);
+    return sorted[Math.floor((sorted.length - 1) * PACE_QUANTILE)] as number;
+  }
+
+  /**
+   * Learns the pace from a task that ended well. It ended after the last look that found it open
+   * and before the look that found it ended, and within a second of what its own timestamps (whole
+   * seconds, `span`) say. When that span holds the predicted end, the prediction was not early:
+   * the sample is the prediction, moved a share of the way to the earliest possible end, so a
+   * service faster than predicted is found out; otherwise the span's end is taken.
+   */
+  protected sample(entry: Entry<T>, nominalMs: number, span?: { from: number; to: number }): void {
+    if (!(nominalMs > 0)) return;
+    let low = entry.openAt - entry.since;
+    let high = Date.now() - entry.since;
+    if (span && span.from > 0 && span.to >= span.from) {
+      const seconds = span.to - span.from;
+      low = Math.max(low, (seconds - 1) * 1000);
+      high = Math.min(high, (seconds + 1) * 1000);
+    }
+    if (high < low) return;
+    const planned = entry.plan ? entry.plan.endAt - entry.since : Number.POSITIVE_INFINITY;
+    const end = planned >= low ? Math.min(planned, high) : high;
+    // The wider the doubt, the further down it tries: a narrow span barely moves a prediction that
+    // held (an early look costs a whole minimum interval), a span reaching back to the start halves it.
+    const doubt = end > 0 ? (end - low) / end : 0;
+    const sample = (end - PACE_EXPLORE * doubt * (end - low)) / nominalMs;
+    if (this.paces.push(sample) > PACE_SAMPLES) this.paces.shift();
+  }
+
+  /** Whether the due tasks are asked about with list pages rather than one by one. */
+  protected useList(due: readonly Entry<T>[]): boolean {
+    return due.length >= this.options.batchThreshold;
+  }
+
+  /** `ended`: the task should have ended by now (a look that collects it rather than asks). */
+  protected abstract get(taskId: string, ended: boolean): Promise<T>;
   protected abstract pollMany(due: Entry<T>[]): Promise<void>;
   protected abstract idOf(task: T): string;
   protected abstract statusOf(task: T): string;
   protected abstract nextInterval(task: T, entry: Entry<T>): number;
+
+  /**
+   * The first look at a task, at its predicted end: not held to the minimum interval, which spaces
+   * the looks at one task (a service faster than a second is no reason to look late).
+   */
+  protected firstAt(expectedMs: number): number {
+    return Math.min(this.options.maxIntervalMs, Math.max(0, expectedMs * this.pace()));
+  }
 
   protected clamp(ms: number): number {
     return Math.min(this.options.maxIntervalMs, Math.max(this.options.minIntervalMs, ms));
@@ -404,8 +471,12 @@ export class VideoPoller extends Poller<VideoTask> {
     super(options, signal, trouble);
   }
 
-  protected get(taskId: string) {
-    return this.client.getTask(taskId, { signal: this.signal });
+  /**
+   * A look at a video that should have ended is ranked: it is most likely the fetch of a finished
+   * result's URL, which the gate lets go before queued creates (see src/engine/limiter.ts).
+   */
+  protected get(taskId: string, ended: boolean) {
+    return this.client.getTask(taskId, { signal: this.signal, ...(ended ? { rank: 1 } : {}) });
   }
 
   protected idOf(task: VideoTask) {
@@ -420,9 +491,63 @@ export class VideoPoller extends Poller<VideoTask> {
     return task.estimated_remaining_seconds;
   }
 
-  /** Look again when the task expects to be done, a little early; never busier than the minimum. */
-  protected nextInterval(task: VideoTask): number {
-    return this.clamp((task.estimated_remaining_seconds ?? 0) * 1000 * 0.8);
+  /**
+   * Before any video ended here, the first look is at once: the service's estimate of what is left
+   * decides the next. Once the pace is learnt, the first look is at the predicted end, and for a
+   * video that ends there it is the one look its download needs anyway (lists carry no URL).
+   */
+  protected override firstWait(hint: TrackHint): number {
+    if (this.paces.length === 0 || hint.expectedMs === undefined) return 0;
+    return this.firstAt(hint.expectedMs);
+  }
+
+  /**
+   * Look again when the task should be done. The service's estimate is in whole seconds, rounded
+   * up, and at least 1 while open, so it bounds what is left from below only by a second less; the
+   * pace learnt from the videos that ended here places the end within that. Past the predicted end
+   * and still open, short looks that grow a little each time. Never busier than the minimum.
+   */
+  protected nextInterval(task: VideoTask, entry: Entry<VideoTask>): number {
+    const remaining = (task.estimated_remaining_seconds ?? 0) * 1000;
+    if (this.paces.length === 0 || entry.expectedMs === undefined) return this.clamp(remaining * 0.8);
+    const now = Date.now();
+    const expected = entry.expectedMs * this.pace();
+    entry.plan ??= { endAt: entry.since + expected, attempt: 0, late: 0 };
+    const atLeast = Math.max(0, remaining - 1000) * 0.8;
+    if (now < entry.plan.endAt) return this.clamp(Math.max(atLeast, entry.plan.endAt - now));
+    const wait = expected * BACKOFF_SHARE * BACKOFF_GROWTH ** entry.plan.late;
+    entry.plan.late += 1;
+    return this.clamp(Math.max(atLeast, wait));
+  }
+
+  override track(
+    taskId: string,
+    createdAt: number,
+    onUpdate: (task: VideoTask) => void = () => {},
+    hint: TrackHint = {},
+  ): Promise<VideoTask> {
+    const tracked = super.track(taskId, createdAt, onUpdate, hint);
+    const entry = this.entries.get(taskId);
+    if (entry?.expectedMs !== undefined && this.paces.length > 0) {
+      entry.plan = { endAt: entry.since + entry.expectedMs * this.pace(), attempt: 0, late: 0 };
+    }
+    return tracked;
+  }
+
+  /** Learns the pace from a video that succeeded (created_at and updated_at bound its time). */
+  protected override ended(entry: Entry<VideoTask>, task: VideoTask): void {
+    if (task.status !== "succeeded" || entry.expectedMs === undefined) return;
+    this.sample(entry, entry.expectedMs, { from: task.created_at, to: task.updated_at });
+  }
+
+  /**
+   * Every video that succeeded needs one look of its own for its URL, so single looks are the
+   * cheapest once predictions place them at the end; a list pays while the pace is unknown (the
+   * first looks, at once, mostly find tasks still running) or when many come due together.
+   */
+  protected override useList(due: readonly Entry<VideoTask>[]): boolean {
+    if (this.paces.length === 0) return due.length >= this.options.batchThreshold;
+    return due.length >= LIST_WHEN_PREDICTED;
   }
 
   /**
@@ -484,17 +609,8 @@ const SPEECH_QUEUE_MS = 1000;
 /** Nominal time of one attempt: a fixed part, and a part per counted character at speed 1. */
 const SPEECH_ATTEMPT_MS = 2000;
 const SPEECH_CHAR_MS = 15;
-/** Past the predicted end, the next look waits this share of an attempt, growing each time. */
-const SPEECH_BACKOFF_SHARE = 0.1;
-const SPEECH_BACKOFF_GROWTH = 1.5;
 /** The longest a due line waits for others to come due with it (see `gatherMs`). */
 const SPEECH_GATHER_MS = 250;
-/** How far below a prediction that held, toward the earliest possible end, the next one tries. */
-const SPEECH_EXPLORE = 0.5;
-/** The pace is this quantile of recent samples: high, as looking early costs more than a little late. */
-const SPEECH_PACE_QUANTILE = 0.75;
-/** Ended tasks that set the observed pace: recent ones, as the service's load changes. */
-const SPEECH_PACE_SAMPLES = 25;
 
 function attemptMs(text: string, speed: number): number {
   // Faster speech makes less audio to generate. Slower speech is not assumed to take longer: a
@@ -513,10 +629,37 @@ export function expectedSpeechMs(text: string, speed = 1): number {
   return SPEECH_QUEUE_MS + attemptMs(text, speed || 1);
 }
 
-export class SpeechPoller extends Poller<SpeechTask> {
-  /** Observed over nominal duration of recent tasks that ended on their first attempt. */
-  private readonly paces: number[] = [];
+/** Nominal stage times of a video task (the emulator's; the spec names the stages, not their times). */
+const VIDEO_QUEUE_MS = 5000;
+const VIDEO_OPTIMIZE_MS = 8000;
+const VIDEO_BASE_MS = 32_000;
+const VIDEO_PER_SECOND_MS = 5100;
+const VIDEO_UPSCALE_MS = 10_000;
+const VIDEO_UPSCALE_PER_SECOND_MS = 2000;
+const VIDEO_LITE_SHARE = 0.6;
+const UPSCALED = new Set(["1080P", "2K", "4K"]);
 
+/**
+ * How long a video task of this request should take from creation to end at a nominal pace: the
+ * stages the spec names (queue, prompt optimization, generation, upload, upscale). Used to order
+ * creates across both services, longest first; only the order of these figures matters.
+ */
+export function expectedVideoMs(request: {
+  model?: string;
+  resolution?: string;
+  duration?: number;
+  use_context_ir?: boolean;
+}): number {
+  const seconds = request.duration ?? 5;
+  let work = VIDEO_BASE_MS + VIDEO_PER_SECOND_MS * seconds;
+  if (request.use_context_ir === true) work += VIDEO_OPTIMIZE_MS;
+  if (UPSCALED.has(String(request.resolution ?? "").toUpperCase())) {
+    work += VIDEO_UPSCALE_MS + VIDEO_UPSCALE_PER_SECOND_MS * seconds;
+  }
+  return VIDEO_QUEUE_MS + work * (request.model === "vid-h3-lite" ? VIDEO_LITE_SHARE : 1);
+}
+
+export class SpeechPoller extends Poller<SpeechTask> {
   constructor(
     private readonly client: SpeechClient,
     options: TrackOptions,
@@ -536,16 +679,6 @@ export class SpeechPoller extends Poller<SpeechTask> {
 
   protected statusOf(task: SpeechTask) {
     return task.status;
-  }
-
-  /**
-   * How much longer than nominal tasks take here (below 1: shorter): a high quantile of recent
-   * samples, 1 before any ended.
-   */
-  pace(): number {
-    if (this.paces.length === 0) return 1;
-    const sorted = [...this.paces].sort((a, b) => a - b);
-    return sorted[Math.floor((sorted.length - 1) * SPEECH_PACE_QUANTILE)] as number;
   }
 
   /** Lines end close together in a busy run: a short wait lets one list see several of them. */
@@ -599,36 +732,23 @@ export class SpeechPoller extends Poller<SpeechTask> {
       }
       return this.clamp(plan.endAt - now);
     }
-    const wait = run * SPEECH_BACKOFF_SHARE * SPEECH_BACKOFF_GROWTH ** plan.late;
+    const wait = run * BACKOFF_SHARE * BACKOFF_GROWTH ** plan.late;
     plan.late += 1;
     return this.clamp(wait);
   }
 
-  /**
-   * Learns the pace from a task that ended on its first attempt. It ended after the last look
-   * that found it open and before the look that found it ended, and within a second of what its
-   * own timestamps (whole seconds) say. When that span holds the predicted end, the prediction was
-   * not early: the sample is the prediction, moved a share of the way to the earliest possible
-   * end, so a service faster than predicted is found out; otherwise the span's end is taken.
-   */
+  /** Learns the pace from a line that ended on its first attempt (a retry's time is not its own). */
   protected override ended(entry: Entry<SpeechTask>, task: SpeechTask): void {
     if (task.status !== "succeeded" || task.attempt !== 1) return;
-    let low = entry.openAt - entry.since;
-    let high = Date.now() - entry.since;
-    if (task.created_at > 0 && task.finished_at >= task.created_at) {
-      const seconds = task.finished_at - task.created_at;
-      low = Math.max(low, (seconds - 1) * 1000);
-      high = Math.min(high, (seconds + 1) * 1000);
-    }
-    if (high < low) return;
-    const planned = entry.plan ? entry.plan.endAt - entry.since : Number.POSITIVE_INFINITY;
-    const end = planned >= low ? Math.min(planned, high) : high;
-    // The wider the doubt, the further down it tries: a narrow span barely moves a prediction that
-    // held (an early look costs a whole minimum interval), a span reaching back to the start halves it.
-    const doubt = end > 0 ? (end - low) / end : 0;
-    const sample =
-      (end - SPEECH_EXPLORE * doubt * (end - low)) / expectedSpeechMs(task.input.text, task.input.speed);
-    if (this.paces.push(sample) > SPEECH_PACE_SAMPLES) this.paces.shift();
+    this.sample(entry, expectedSpeechMs(task.input.text, task.input.speed), {
+      from: task.created_at,
+      to: task.finished_at,
+    });
+  }
+
+  /** A list page costs what a single look does and tells of every line followed. */
+  protected override useList(due: readonly Entry<SpeechTask>[]): boolean {
+    return due.length > 0 && this.entries.size > 1;
   }
 
   /**

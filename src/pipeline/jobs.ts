@@ -31,7 +31,14 @@ import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/med
 import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
 import { type Attempt, downloadFailed, type JobState, openAttempt, type RunState } from "../engine/state.js";
-import { type SpeechPoller, TaskUnreadableError, type VideoPoller } from "../engine/tracker.js";
+import {
+  expectedSpeechMs,
+  expectedVideoMs,
+  type SpeechPoller,
+  TaskUnreadableError,
+  type TrackHint,
+  type VideoPoller,
+} from "../engine/tracker.js";
 import { type Job, type SpeechJob, unfitted, type VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
@@ -492,6 +499,8 @@ export class JobRunner {
     const call = {
       idempotencyKey: key,
       signal: this.c.signal,
+      // The longest go first across both services, whatever order their lives reached the gate in.
+      rank: nominalMs(job),
       ...(withdrawable ? { queueSignal: this.submit.signal } : {}),
     };
     return job.kind === "video"
@@ -612,8 +621,10 @@ export class JobRunner {
     };
     const createdAt = Math.floor(Date.now() / 1000);
     return job.kind === "video"
-      ? this.c.video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void)
-      : this.c.speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
+      ? this.c.video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void, hintOf(job))
+      : // No hint for a line: its first look is at once, by one list for all the lines created
+        // together, and the early looks find the pace of a service faster than nominal.
+        this.c.speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
   }
 
   /**
@@ -833,6 +844,20 @@ export class JobRunner {
  * What the tries of a result end in: a DownloadFailedError when the host answered them with an
  * error status (the time for tries may have run out after such answers), else the error as it came.
  */
+/**
+ * How long a job's task should take at the services' nominal pace: what orders the creates
+ * (longest first) and tells the trackers when to look first, once they have learnt the pace.
+ */
+export function nominalMs(job: Job): number {
+  return job.kind === "video"
+    ? expectedVideoMs({ ...job.request, duration: job.duration })
+    : expectedSpeechMs(job.request.text, job.request.speed ?? 1);
+}
+
+function hintOf(job: VideoJob): TrackHint {
+  return { expectedMs: nominalMs(job) };
+}
+
 function givenUp(taskId: string, trail: DownloadTrail, error: unknown): unknown {
   const answered =
     error instanceof DownloadTimeUpError || (error instanceof ClapperApiError && error.status !== undefined);
@@ -946,7 +971,8 @@ function speechBody(job: SpeechJob, voices: Map<string, VoiceRef>) {
 
 async function freshUrl(clients: Clients, job: Job, taskId: string, signal: AbortSignal): Promise<string> {
   if (job.kind === "video") {
-    const task = await clients.video.getTask(taskId, { signal });
+    // Ranked: the task succeeded and is paid for, so its fetch goes before queued creates.
+    const task = await clients.video.getTask(taskId, { signal, rank: 1 });
     if (!task.content?.url)
       throw new MediaCheckError(`task ${taskId} has no result URL (status ${task.status})`);
     return task.content.url;

@@ -121,12 +121,11 @@ async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }):
     optionProblems: [],
   };
   if (options.clients) {
-    const [pricing, summary] = await Promise.all([
-      options.clients.speech.pricing(call),
-      options.clients.video.pointsSummary(call),
-    ]);
+    // One read answers both: the balance is the account's, shared by the services, and the speech
+    // pricing carries it (the spec's pricing-and-balance object), so the video summary is not asked.
+    const pricing = await options.clients.speech.pricing(call);
     traceStart("pricing and balance answered");
-    prices.balance = summary;
+    prices.balance = pricing.balance;
     try {
       prices.speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
     } catch (error) {

@@ -229,13 +229,16 @@ export interface RunOutcome {
 
 /**
  * Tasks in flight per service. The services queue tasks themselves, so the cap is not about them:
- * it bounds what this process holds open. A job in flight holds at most a socket and a file while
- * its result streams (and a few kilobytes of memory), so 2 services x 128 jobs x 2 stay at 512
- * descriptors, half the common soft limit of 1,024. Points at risk need no cap of their own: the
- * whole run's cost is admitted before the first create, and a killed run's tasks are resumed and
- * collected, not lost.
+ * it bounds what this process holds. A task in flight holds a promise and a few kilobytes while it
+ * is followed; sockets and files are held only while a result streams, and those are bounded by
+ * the HTTP pools (64 connections to the API's origin, 16 to each result origin), not by this cap.
+ * Points at risk need no cap of their own: the whole run's cost is admitted before the first
+ * create, and a killed run's tasks are resumed and collected, not lost. What the cap still bounds
+ * is how much is already under way when `--max-failures` stops new creates, and the memory of a
+ * huge run: 512 per service lets a 1,000-job run start everything at once (at 128, 72 of 200
+ * shots waited for a slot and the 400-job makespan was 3.3x the bound).
  */
-export const DEFAULT_IN_FLIGHT = 128;
+export const DEFAULT_IN_FLIGHT = 512;
 
 export const DEFAULT_LIMITS = {
   video: { rps: DEFAULT_CEILING_RPS, inFlight: DEFAULT_IN_FLIGHT },

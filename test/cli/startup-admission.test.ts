@@ -1,5 +1,6 @@
 // The way from a run's start to its first create, in process: the plan asks the services for the
-// price, the balance, the voices and the skills at once (one round trip, not three), its failure
+// price and balance (one answer: the speech pricing carries the account's balance, so the video
+// summary is not asked), the voices and the skills at once (one round trip, not three), its failure
 // is the one it was when they were asked one after another; and a local output answers what it
 // holds for thousands of jobs with a listing per folder instead of a failed stat per job.
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -57,8 +58,8 @@ function heldClients() {
   return { clients, asked, answer };
 }
 
-const PRICING = { enabled: true, costs: { text_to_speech: 2 }, pricing_version: "v1" };
 const BALANCE = { total_points: 1000, reserved_points: 0, available_points: 1000 };
+const PRICING = { enabled: true, costs: { text_to_speech: 2 }, pricing_version: "v1", balance: BALANCE };
 
 /** Lets every pending callback run (the manifest is read from disk between the questions). */
 const settle = async (asked: string[], count: number) => {
@@ -69,10 +70,10 @@ describe("the plan's questions to the services", () => {
   it("are all asked before any is answered", async () => {
     const { clients, asked, answer } = heldClients();
     const planned = plan({ manifest, clients });
-    await settle(asked, 5);
-    expect([...asked].sort()).toEqual(["balance", "pricing", "skills", "voices custom", "voices preset"]);
+    await settle(asked, 4);
+    // The balance comes with the price: no second read for it.
+    expect([...asked].sort()).toEqual(["pricing", "skills", "voices custom", "voices preset"]);
     answer("pricing").resolve(PRICING);
-    answer("balance").resolve(BALANCE);
     answer("voices preset").resolve([{ voice_id: "p1" }]);
     answer("voices custom").resolve([{ voice_id: "c1" }]);
     answer("skills").resolve([{ id: "sk-1", name: "noir" }]);
@@ -88,12 +89,11 @@ describe("the plan's questions to the services", () => {
   it("fail with the price's or the balance's error first, as when the voices were asked after them", async () => {
     const { clients, asked, answer } = heldClients();
     const planned = plan({ manifest, clients });
-    await settle(asked, 5);
+    await settle(asked, 4);
     // The voices fail first in time; the price's failure is still the one reported.
     answer("voices preset").reject(new Error("voices down"));
     answer("voices custom").resolve([]);
     answer("skills").resolve([]);
-    answer("balance").resolve(BALANCE);
     answer("pricing").reject(new Error("pricing down"));
     await expect(planned).rejects.toThrow("pricing down");
   });
@@ -101,9 +101,8 @@ describe("the plan's questions to the services", () => {
   it("fail with the voices' error when the price and the balance came", async () => {
     const { clients, asked, answer } = heldClients();
     const planned = plan({ manifest, clients });
-    await settle(asked, 5);
+    await settle(asked, 4);
     answer("pricing").resolve(PRICING);
-    answer("balance").resolve(BALANCE);
     answer("voices preset").reject(new Error("voices down"));
     answer("voices custom").resolve([]);
     answer("skills").resolve([]);

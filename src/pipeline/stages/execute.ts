@@ -17,7 +17,7 @@ import {
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import type { RunContext } from "../context.js";
 import { logFitted, narrationOf } from "../fitting.js";
-import { errorInfo, JobRunner } from "../jobs.js";
+import { errorInfo, JobRunner, nominalMs } from "../jobs.js";
 import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
@@ -128,15 +128,14 @@ export async function execute(
 }
 
 /**
- * The jobs in the order they take their slots: the longest first, so that they do not start last
- * and finish last (48.8 s against a 38.4 s bound in manifest order). A video's price follows its
- * work (tier, upscale and seconds: the spec's price table), a line's work follows its characters;
- * ties keep manifest order.
+ * The jobs in the order they take their slots and their turns to be created: the longest first,
+ * so that they do not start last and finish last (48.8 s against a 38.4 s bound in manifest
+ * order). Both services' jobs are ordered together by their nominal time, so a long shot is not
+ * created after a queue of short lines; ties keep manifest order.
  */
 export function longestFirst(jobs: readonly Job[]): Job[] {
-  const size = (job: Job) => (job.kind === "video" ? (job.points ?? job.duration) : job.countedChars);
   return jobs
-    .map((job, i) => ({ job, i, size: size(job) }))
+    .map((job, i) => ({ job, i, size: nominalMs(job) }))
     .sort((a, b) => b.size - a.size || a.i - b.i)
     .map((x) => x.job);
 }
