@@ -145,7 +145,7 @@ local function settleAt(s, now, acceptedKey)
     return s.held
   end
   if sus and sus < s.rps then return sus * ${R.margin} end
-  return s.rps * 0.7
+  return s.rps * ${R.plainCut}
 end
 
 -- A turn was given while the rate binds (the turn had to wait): slow start doubles, a settled

@@ -71,11 +71,15 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
 /** Items asked for per list page: the most either service gives. */
 const PAGE_SIZE = 100;
+/** The longest a due video waits for others to come due with it while the pace is unknown. */
+const VIDEO_GATHER_MS = 250;
 /** Videos due together, with the pace learnt, that are asked about with a list rather than one by one. */
 const LIST_WHEN_PREDICTED = 10;
 /** Looks before a line's nominal end while the service's pace is not learnt yet. */
 const EARLY_LOOKS = 2;
 
+/** List reads are half the minimum interval apart, and never more than this. */
+const LIST_SPACING_MS = 1000;
 /** List pages read beyond those the followed tasks could fill, before single looks take over. */
 const PAGE_MARGIN = 2;
 
@@ -125,6 +129,8 @@ interface Entry<T> {
 abstract class Poller<T> {
   protected readonly entries = new Map<string, Entry<T>>();
   private wake: (() => void) | undefined;
+  /** When this poller last read a list (epoch ms). */
+  private listedAt = 0;
   private loop: Promise<void> | undefined;
   /** Requests this poller made, for the run's statistics. */
   requests = 0;
@@ -231,11 +237,7 @@ abstract class Poller<T> {
       const now = Date.now();
       const next = this.nextLookAt();
       if (next > now) {
-        await new Promise<void>((resolve) => {
-          this.wake = resolve;
-          sleep(Math.max(5, next - now), undefined, { signal: this.signal }).then(resolve, resolve);
-        });
-        this.wake = undefined;
+        await this.pause(next - now);
         continue;
       }
       let due = [...this.entries.values()].filter((e) => e.dueAt <= now);
@@ -245,6 +247,14 @@ abstract class Poller<T> {
         if (due.length === 0) continue;
       }
       if (this.useList(due)) {
+        // A page tells of every task followed; read again sooner, it would mostly repeat the last
+        // one, while the tasks coming due meanwhile gather for the next.
+        const spaced = this.listedAt + Math.min(this.options.minIntervalMs / 2, LIST_SPACING_MS);
+        if (spaced > now) {
+          await this.pause(spaced - now);
+          continue;
+        }
+        this.listedAt = now;
         try {
           await this.pollMany(due);
           continue;
@@ -257,6 +267,15 @@ abstract class Poller<T> {
       }
       await Promise.all(due.filter((e) => this.entries.has(e.taskId)).map((e) => this.pollOneSafely(e)));
     }
+  }
+
+  /** Sleeps until `ms` passed or a task is tracked (`wake`), or the run stops. */
+  private async pause(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.wake = resolve;
+      sleep(Math.max(5, ms), undefined, { signal: this.signal }).then(resolve, resolve);
+    });
+    this.wake = undefined;
   }
 
   /**
@@ -396,7 +415,9 @@ abstract class Poller<T> {
     const end = planned >= low ? Math.min(planned, high) : high;
     // The wider the doubt, the further down it tries: a narrow span barely moves a prediction that
     // held (an early look costs a whole minimum interval), a span reaching back to the start halves it.
-    const doubt = end > 0 ? (end - low) / end : 0;
+    // Without a prediction there is nothing that held: the span's end is taken as it is, as the
+    // first samples set the looks of every task after them (an early look is a request wasted).
+    const doubt = end > 0 && entry.plan ? (end - low) / end : 0;
     const sample = (end - PACE_EXPLORE * doubt * (end - low)) / nominalMs;
     if (this.paces.push(sample) > PACE_SAMPLES) this.paces.shift();
   }
@@ -497,7 +518,9 @@ export class VideoPoller extends Poller<VideoTask> {
    * video that ends there it is the one look its download needs anyway (lists carry no URL).
    */
   protected override firstWait(hint: TrackHint): number {
-    if (this.paces.length === 0 || hint.expectedMs === undefined) return 0;
+    if (hint.expectedMs === undefined) return 0;
+    // A look at once would find it queued: one interval later it has the service's estimate too.
+    if (this.paces.length === 0) return Math.min(hint.expectedMs, this.options.minIntervalMs);
     return this.firstAt(hint.expectedMs);
   }
 
@@ -541,12 +564,21 @@ export class VideoPoller extends Poller<VideoTask> {
   }
 
   /**
+   * Until the pace is learnt the first looks are at once, so the videos created in the same moment
+   * (a rate that is still growing lets them go a few at a time) wait briefly to share one list.
+   */
+  protected override gatherMs(): number {
+    return this.paces.length === 0 ? Math.min(VIDEO_GATHER_MS, this.options.minIntervalMs / 2) : 0;
+  }
+
+  /**
    * Every video that succeeded needs one look of its own for its URL, so single looks are the
-   * cheapest once predictions place them at the end; a list pays while the pace is unknown (the
-   * first looks, at once, mostly find tasks still running) or when many come due together.
+   * cheapest once predictions place them at the end. While the pace is unknown the looks mostly
+   * find tasks still running, and a list page costs what a single look does and tells of every
+   * video followed; so does it when many come due together.
    */
   protected override useList(due: readonly Entry<VideoTask>[]): boolean {
-    if (this.paces.length === 0) return due.length >= this.options.batchThreshold;
+    if (this.paces.length === 0) return due.length > 0 && this.entries.size > 1;
     return due.length >= LIST_WHEN_PREDICTED;
   }
 
@@ -746,9 +778,12 @@ export class SpeechPoller extends Poller<SpeechTask> {
     });
   }
 
-  /** A list page costs what a single look does and tells of every line followed. */
+  /**
+   * A list page costs what a single look does and tells of every line followed, and of the lines
+   * created a moment later (a single look at the first of a wave would be followed by a list).
+   */
   protected override useList(due: readonly Entry<SpeechTask>[]): boolean {
-    return due.length > 0 && this.entries.size > 1;
+    return due.length > 0;
   }
 
   /**

@@ -125,7 +125,17 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     });
     traceStart("services connected");
     const rates = await rememberedRates(statePath, s3Settings(args));
-    gate.resume(await rates.read(conn.account));
+    const remembered = await rates.read(conn.account);
+    gate.resume(remembered);
+    if (Object.keys(remembered).length > 0) {
+      const from = Object.entries(remembered)
+        .map(([scope, r]) => `${r?.rps}/s ${scope === "key" ? "for the key" : `for ${scope}`}`)
+        .join(", ");
+      logger.info(
+        { event: "rate-start", rates: remembered },
+        `starting at the rate the last run found: ${from}`,
+      );
+    }
     traceStart("remembered rates read");
     const lease = leaseFromEnv(o.env);
     if (located.manifest.pool && !args.coordinator) {
