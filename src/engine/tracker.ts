@@ -1,8 +1,10 @@
 // Follows tasks to their end with as few requests as possible. Each service has one poller: when
 // several tasks are due at once, one list request answers for up to 100 of them, and whatever a
-// page says of any task followed is used; a single task is asked about directly. Video tasks say
-// how long they still need (estimated_remaining_seconds), which decides when to look again; speech
-// tasks say nothing of the kind, so their end is predicted from their text and the pace observed.
+// page says of any task followed is used; a single task is asked about directly. Both predict a
+// task's end from its nominal time (a video's stages, a line's text) and the pace observed here.
+// Video tasks also say how long they still need (estimated_remaining_seconds, in whole seconds),
+// which bounds the next look; once the pace is learnt a video is looked at once, at its end, by the
+// single query that its URL needs anyway. Speech tasks say nothing of the kind.
 import { setTimeout as sleep } from "node:timers/promises";
 import { NotFoundError } from "../api/errors.js";
 import { countBillableChars, type SpeechTask } from "../api/speech.js";
@@ -513,9 +515,10 @@ export class VideoPoller extends Poller<VideoTask> {
   }
 
   /**
-   * Before any video ended here, the first look is at once: the service's estimate of what is left
-   * decides the next. Once the pace is learnt, the first look is at the predicted end, and for a
-   * video that ends there it is the one look its download needs anyway (lists carry no URL).
+   * Before any video ended here, the first look is one interval in (by a list, with the others
+   * created meanwhile): the service's estimate of what is left decides the next. Once the pace is
+   * learnt, the first look is at the predicted end, and for a video that ends there it is the one
+   * look its download needs anyway (lists carry no URL).
    */
   protected override firstWait(hint: TrackHint): number {
     if (hint.expectedMs === undefined) return 0;

@@ -78,9 +78,9 @@ describe("VideoPoller with sightings from other processes", () => {
     const p = poller(server.url, b.sightings);
     const done = p.track("t_1", NOW());
     done.catch(() => {});
-    // This process looks (and tells what it saw); then another process reads the end.
-    for (let waited = 0; server.hits.length === 0 && waited < 2000; waited += 10)
-      await new Promise((r) => setTimeout(r, 10));
+    // This process looks (and tells what it saw); then another process reads the end. The server
+    // counts the look when it arrives, the poller tells once the answer is read: wait for both.
+    await until(() => server.hits.length > 0 && b.told.includes("t_1"));
     const before = server.hits.length;
     expect(before).toBeGreaterThanOrEqual(1);
     expect(b.told).toContain("t_1");
