@@ -307,14 +307,7 @@ export class JobRunner {
     } catch (error) {
       if (this.c.signal.aborted || error instanceof AbortedError) return "left";
       // Refused: had the first create made a task, its key would have returned it.
-      if (
-        error instanceof ValidationError ||
-        error instanceof InsufficientPointsError ||
-        (error instanceof ClapperApiError &&
-          error.status !== undefined &&
-          error.status < 500 &&
-          !(error instanceof RateLimitError))
-      ) {
+      if (refused(error)) {
         return {
           code: "refused",
           message: `an earlier version's create (attempt ${a.n}), sent again to learn its task, was refused: no task was made (${errorInfo(error).message})`,
@@ -442,14 +435,7 @@ export class JobRunner {
         this.c.log.warn({ job: job.id, event: "insufficient-points" }, error.message);
         return "done";
       }
-      if (
-        error instanceof ValidationError ||
-        error instanceof MaterialError ||
-        (error instanceof ClapperApiError &&
-          error.status !== undefined &&
-          error.status < 500 &&
-          !(error instanceof RateLimitError))
-      ) {
+      if (error instanceof MaterialError || refused(error)) {
         await this.settle(job, attempt, 0, { error: errorInfo(error), fate: "failed" });
         this.c.log.error(
           { job: job.id, event: "refused", error: errorInfo(error) },
@@ -620,11 +606,11 @@ export class JobRunner {
       }
     };
     const createdAt = Math.floor(Date.now() / 1000);
+    // No hint for a line: its first look is at once, by one list for all the lines created
+    // together, and the early looks find the pace of a service faster than nominal.
     return job.kind === "video"
       ? this.c.video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void, hintOf(job))
-      : // No hint for a line: its first look is at once, by one list for all the lines created
-        // together, and the early looks find the pace of a service faster than nominal.
-        this.c.speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
+      : this.c.speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
   }
 
   /**
@@ -852,6 +838,21 @@ export function nominalMs(job: Job): number {
   return job.kind === "video"
     ? expectedVideoMs({ ...job.request, duration: job.duration })
     : expectedSpeechMs(job.request.text, job.request.speed ?? 1);
+}
+
+/**
+ * The service said no to a create: nothing was made, so nothing is owed (a 429 is "later", not
+ * "no"; a 5xx or a lost answer may have made the task).
+ */
+function refused(error: unknown): boolean {
+  return (
+    error instanceof ValidationError ||
+    error instanceof InsufficientPointsError ||
+    (error instanceof ClapperApiError &&
+      error.status !== undefined &&
+      error.status < 500 &&
+      !(error instanceof RateLimitError))
+  );
 }
 
 function hintOf(job: VideoJob): TrackHint {
