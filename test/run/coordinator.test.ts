@@ -103,7 +103,7 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
     expect((await sb.stats()).tasks_created).toEqual({ video: 0, speech: 0 });
   });
 
-  it("shares one rate: three processes under a 40 requests/s limit meet 429s on under 4% of requests", {
+  it("shares one rate: three processes under a 40 requests/s limit meet 429s on under 3% of requests", {
     timeout: 120_000,
   }, async () => {
     const rounds: Record<string, { requests: number; limited: number }> = {};
@@ -136,10 +136,9 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
     console.log(`rates shared: ${JSON.stringify(rounds)}`);
     const c = rounds.coordinated as { requests: number; limited: number };
     const a = rounds.alone as { requests: number; limited: number };
-    // Measured (about 650 requests a round): 8-15 429s coordinated in 5 quiet runs, 21 once in a
-    // full suite on a loaded machine; the rules before issue 12's second pass gave 9-19. Alone:
-    // 26-41, and 36-43 before. Finding the shared rate costs most of them, in the first seconds.
-    expect(c.limited / c.requests).toBeLessThan(0.04);
+    // Measured (about 650 requests a round): 8-19 429s coordinated in quiet runs. A deeper cold-start
+    // cut tried in issue 12 met 21 and 26 in full suites on a loaded machine, and was withdrawn.
+    expect(c.limited / c.requests).toBeLessThan(0.03);
     // Without the coordinator each process finds the limit by itself, three times over.
     expect(a.limited).toBeGreaterThan(c.limited);
   });
