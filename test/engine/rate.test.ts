@@ -193,6 +193,48 @@ describe("the rate controller", () => {
     expect(next.current).toBe(remembered.rps);
   });
 
+  it("slow start doubles from the first request, not from when the run was set up", () => {
+    // Set up at 0; reading the manifest and the prices takes a while before the first request.
+    const c = new RateController({ ceiling: 200 }, 0);
+    c.send(5000);
+    c.busy(5000);
+    expect(c.current).toBe(SAFE_START_RPS);
+    c.busy(5249);
+    expect(c.current).toBe(SAFE_START_RPS);
+    c.busy(5250);
+    expect(c.current).toBe(2 * SAFE_START_RPS);
+  });
+
+  it("the first 429 of slow start, with everything accepted until then, goes back to half: a cold start against 5/s", () => {
+    // As a run starts: set up a second before, its first questions and creates take the bucket's
+    // burst of 5 at once, then it sends at the safe start. The rate before a doubling held; the
+    // burst hid the service's, so it halves rather than taking 0.7 (7/s: 5-12 429s in the bench).
+    const c = new RateController({ ceiling: 1000 }, -1000);
+    const bucket = new Bucket(5);
+    for (let i = 0; i < 5; i += 1) {
+      c.send(0);
+      expect(bucket.take(0)).toBe(0);
+    }
+    for (let i = 0; i < 5; i += 1) c.accept(5);
+    const sim = simulate(c, bucket, 10_000, 5, 100);
+    expect(sim.settledAt[0]).toEqual({ at: 105, rps: SAFE_START_RPS / 2 });
+    expect(sim.limitedTimes.length).toBeLessThanOrEqual(2);
+    expect(c.current).toBeGreaterThanOrEqual(4.5);
+    expect(c.current).toBeLessThanOrEqual(5);
+  });
+
+  it("a 429 at a settled rate the service accepted in full settles just under it, not at a blind cut", () => {
+    // Settled at 8/s (remembered, or a recut): every answer since accepted, then one 429 (the limit
+    // is just under 8). The rate sent is what the service sustains: less 5%, not 0.7 of it.
+    const c = new RateController({ ceiling: 200, initial: { rps: 8, settled: true } }, 0);
+    for (let t = 0; t < 3000; t += 125) {
+      c.send(t);
+      c.accept(t + 5);
+    }
+    c.limit(3010, 1000, 3000);
+    expect(c.current).toBeCloseTo(8 * 0.95, 5);
+  });
+
   it("a remembered rate never goes above the ceiling given now", () => {
     const c = new RateController({ ceiling: 4, initial: { rps: 50, settled: false } }, 0);
     expect(c.current).toBe(4);
