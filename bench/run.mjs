@@ -33,7 +33,8 @@
 // (0.001), BENCH_IN_FLIGHT (200), BENCH_RPS (500), BENCH_POLL_INTERVAL (0.2), BENCH_STREAM_BYTES
 // (1 GiB), BENCH_TMP (temp folder for the outputs), BENCH_KEEP (keep the outputs), BENCH_RUNNER_NODE_ARGS
 // (extra Node flags for the runner, e.g. "--cpu-prof --cpu-prof-dir=DIR"), BENCH_TIMEOUT (seconds
-// before a hanging run is killed, 300).
+// before a hanging run is killed, 300), BENCH_BIN (the runner's bin/clapper.js: a copy of another
+// build's bin/, dist/ and package.json, to compare builds; the sandbox is always this one's).
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
@@ -148,6 +149,9 @@ function writeMixedManifest(dir, jobs, seed) {
 }
 
 // ---------------------------------------------------------------- helpers
+
+/** The clapper that runs the workload (BENCH_BIN: a copy of bin/, dist/ and package.json of another build, to compare). */
+const RUNNER_BIN = process.env.BENCH_BIN ?? join(ROOT, "bin", "clapper.js");
 
 async function startSandbox() {
   const args = ["sandbox", "--port", "0", "--time-scale", String(TIME_SCALE), "--points", "1000000000"];
@@ -284,7 +288,7 @@ async function runClapper(dir, manifest, env, flags, { sampleMs = 10 } = {}) {
       ...RUNNER_NODE_ARGS,
       "--import",
       probe,
-      join(ROOT, "bin", "clapper.js"),
+      RUNNER_BIN,
       "run",
       manifest,
       "--log-format",
