@@ -284,17 +284,7 @@ async function runClapper(dir, manifest, env, flags, { sampleMs = 10 } = {}) {
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    [
-      ...RUNNER_NODE_ARGS,
-      "--import",
-      probe,
-      RUNNER_BIN,
-      "run",
-      manifest,
-      "--log-format",
-      "json",
-      ...flags,
-    ],
+    [...RUNNER_NODE_ARGS, "--import", probe, RUNNER_BIN, "run", manifest, "--log-format", "json", ...flags],
     { cwd: dir, stdio: ["ignore", "pipe", logFd], env: { ...process.env, ...env } },
   );
   let hwm = 0;
