@@ -425,7 +425,10 @@ export class HttpClient {
       // A Retry-After is honoured on any retryable answer (429, 503, ...), not only on 429.
       const retryAfterMs = failure.retryAfterMs;
       if (!(policy.retryAmbiguous || sureNotDone) || n > policy.maxRetries) throw failure;
-      if (retryAfterMs !== undefined && retryAfterMs > policy.maxRetryAfterMs) throw failure;
+      if (retryAfterMs !== undefined && retryAfterMs > policy.maxRetryAfterMs) {
+        failure.message += `; the service asks to wait ${waitText(retryAfterMs)} (Retry-After), longer than the ${waitText(policy.maxRetryAfterMs)} a request waits`;
+        throw failure;
+      }
       const delayMs = retryDelay(policy, n, retryAfterMs);
       this.noteRetry(policy, opts.what, { ...where, origin }, n, delayMs, failure);
       try {
@@ -748,4 +751,13 @@ export async function* paginate<T>(
     seen += items.length;
     if (items.length === 0 || seen >= total) return;
   }
+}
+
+/** A wait as a person reads it: `45 s`, `12 min`, `5 h`, `1157 days`. */
+function waitText(ms: number): string {
+  const s = ms / 1000;
+  if (s < 120) return `${Math.ceil(s)} s`;
+  if (s < 120 * 60) return `${Math.round(s / 60)} min`;
+  if (s < 48 * 3600) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86400)} days`;
 }

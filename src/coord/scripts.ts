@@ -205,7 +205,7 @@ return answer(s, now, delay)
  * A 429 (RateController.limit). KEYS: state, accepted. ARGV: now, ceiling, fixed, initRps,
  * initSettled, ttlMs, accepts, retryAfterMs (empty: none given), sentAgoMs.
  */
-export const RATE_LIMIT = `${PRELUDE}${RATE_LIB}${RATE_HEAD}local wait = num(ARGV[8], 1000)
+export const RATE_LIMIT = `${PRELUDE}${RATE_LIB}${RATE_HEAD}local wait = math.min(num(ARGV[8], 1000), ${R.maxPauseMs})
 local sentAt = now - num(ARGV[9], 0)
 local pauses = cjson.decode(s.pauses)
 if wait > ${R.longRetryAfterMs} and now + wait > s.pausedUntil then

@@ -68,6 +68,8 @@ export interface Sharing {
   lost(error: unknown): void;
 }
 
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
 /** One read in this many slots while writes wait. */
 const READ_EVERY = 10;
 /**
@@ -178,7 +180,8 @@ export class PacedQueue {
       const now = Date.now();
       const at = Math.max(this.nextAt, this.rate.pausedUntil);
       if (at > now) {
-        this.timer = setTimeout(() => this.pump(), at - now);
+        // Node fires a timer of more than 2^31 ms at once; the pump looks again when it fires.
+        this.timer = setTimeout(() => this.pump(), Math.min(at - now, LONGEST_TIMER_MS));
         return;
       }
       const waiter = this.pick();

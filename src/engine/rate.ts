@@ -55,6 +55,13 @@ const RECUT_ANSWERS = 8;
 /** A Retry-After longer than this pauses every request of the scope. */
 const LONG_RETRY_AFTER_MS = 2000;
 /**
+ * The longest such pause, whatever the Retry-After says: no request waits longer for its own (the
+ * retry policies' `maxRetryAfterMs`, src/api/retry.ts), so a longer pause would only hold back
+ * requests that are then refused at once; and a service that asks for years (a quota, a broken or
+ * hostile gateway) would hold the run for ever, its timer (over 2^31 ms) firing every millisecond.
+ */
+const MAX_PAUSE_MS = 30_000;
+/**
  * The cut when everything was accepted until the 429 and the rate was not growing: what the service
  * sustains is not known. The coordinator's shared rate (src/coord/scripts.ts) uses it in slow start
  * too: a deeper cut there (0.5, with 4 answers to recut) made three coordinated processes under
@@ -86,6 +93,7 @@ export const RATE_RULES = {
   recutAnswers: RECUT_ANSWERS,
   plainCut: PLAIN_CUT,
   longRetryAfterMs: LONG_RETRY_AFTER_MS,
+  maxPauseMs: MAX_PAUSE_MS,
   margin: MARGIN,
 } as const;
 
@@ -190,7 +198,7 @@ export class RateController {
    */
   limit(now: number, retryAfterMs: number | undefined, sentAt = now): void {
     this.limited += 1;
-    const wait = retryAfterMs ?? 1000;
+    const wait = Math.min(retryAfterMs ?? 1000, MAX_PAUSE_MS);
     if (wait > LONG_RETRY_AFTER_MS && now + wait > this.pausedUntil) {
       this.pauses.push({ from: Math.max(now, this.pausedUntil), to: now + wait });
       this.pausedUntil = now + wait;

@@ -548,6 +548,10 @@ describe("Retry-After", () => {
     expect(e).toBeInstanceOf(RateLimitError);
     expect((e as RateLimitError).retryAfterMs).toBe(120_000);
     expect((e as RateLimitError).requestId).toBe("req_long");
+    // Why it gave up at once, in words: what was asked against what a request waits.
+    expect(e.message).toMatch(
+      /come back later \(request req_long\); the service asks to wait 2 min \(Retry-After\), longer than the 30 s a request waits$/,
+    );
     expect(s.hits).toHaveLength(1);
   });
 

@@ -429,6 +429,33 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       expect(r2.current).toBeLessThan(Math.max(before, 100));
       expect(r1.current).toBe(r2.current);
     });
+    it("pauses every process for a long Retry-After, but never longer than 30 s, whatever the service asks", async () => {
+      const a = account();
+      const [p1, p2] = await Promise.all([proc(a), proc(a)]);
+      const r1 = p1.rate("key", { ceiling: 50 });
+      const r2 = p2.rate("key", { ceiling: 50 });
+      await r1.turn();
+      // About three years: Node would fire a timer that long at once, and the run would wait for ever.
+      await r1.limit(99_999_999_000, Date.now() - 5);
+      const stop = new AbortController();
+      const waited = Date.now();
+      const turn = r2.turn(stop.signal).then(
+        () => Date.now() - waited,
+        () => -1,
+      );
+      // Paused: nothing within a second; the wait asked of the coordinator is at most 30 s.
+      const early = await Promise.race([turn, new Promise<number>((r) => setTimeout(() => r(0), 1000))]);
+      expect(early).toBe(0);
+      stop.abort();
+      expect(await turn).toBe(-1);
+      // The shared state, read as the coordinator keeps it (the server's clock, in ms).
+      const [key] = await raw.keys(`*${a}*rate:key`);
+      const pausedUntil = Number(await raw.hget(key as string, "pausedUntil"));
+      const [sec, usec] = await raw.time();
+      const pausedForMs = pausedUntil - (Number(sec) * 1000 + Number(usec) / 1000);
+      expect(pausedForMs).toBeGreaterThan(25_000);
+      expect(pausedForMs).toBeLessThanOrEqual(30_000);
+    });
   });
 
   it("sets an expiry on every key it writes", async () => {

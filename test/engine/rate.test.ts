@@ -167,6 +167,18 @@ describe("the rate controller", () => {
     expect(c.current).toBeCloseTo(30 * 0.95, 0);
   });
 
+  it("a Retry-After of years pauses the scope 30 s at most: a request waits no longer for its own", () => {
+    const c = new RateController({ ceiling: 200 }, 0);
+    c.send(0);
+    c.limit(1000, 99_999_999_000, 900);
+    expect(c.pausedUntil).toBe(31_000);
+    // And no shorter than asked, up to that.
+    c.limit(2000, 20_000, 1900);
+    expect(c.pausedUntil).toBe(31_000);
+    c.limit(20_000, 25_000, 19_900);
+    expect(c.pausedUntil).toBe(45_000);
+  });
+
   it("--rps fixed:N never moves, whatever the service answers", () => {
     const c = new RateController({ ceiling: 7, fixed: true }, 0);
     const sim = simulate(c, new Bucket(5), 10_000);
