@@ -66,7 +66,8 @@
 // BENCH_SCENARIOS ("1,2,3"), BENCH_TIMEOUT (seconds before a hanging run is killed, 180),
 // BENCH_TMP (temp folder; default the OS's), BENCH_EXTRA_ARGS (extra flags for `clapper run`),
 // BENCH_KEEP (1: keep the temp folders; a failed run's folder is always kept), BENCH_CAP (1: a
-// points cap in the manifest).
+// points cap in the manifest), BENCH_BIN (the runner's bin/clapper.js: a copy of another build's
+// bin/, dist/ and package.json, to compare builds).
 import { spawn, spawnSync } from "node:child_process";
 import {
   existsSync,
@@ -95,6 +96,8 @@ const BASE = process.env.BENCH_TMP ?? tmpdir();
 const KEY = "sk-ml-bench";
 // BENCH_TRACE=DIR writes each run's timeline there (requests, clapper's log, each job's planned time) for study.
 const TRACE = process.env.BENCH_TRACE ?? "";
+/** The clapper that runs (BENCH_BIN: a copy of another build's bin/, dist/ and package.json); the sandbox is this one's. */
+const RUNNER_BIN = process.env.BENCH_BIN ?? join(ROOT, "bin", "clapper.js");
 // BENCH_NODE_ARGS: Node's own flags for the clapper child (--cpu-prof --cpu-prof-dir=DIR, say).
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
 const SANDBOX_NODE_ARGS = (process.env.BENCH_SANDBOX_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
@@ -266,7 +269,7 @@ async function runOnce(scenario, jobs) {
 
     const args = [
       ...NODE_ARGS,
-      join(ROOT, "bin", "clapper.js"),
+      RUNNER_BIN,
       "run",
       manifest,
       "--log-format",
