@@ -267,15 +267,7 @@ async function runOnce(scenario, jobs) {
     proxy.setTarget(realUrl);
     const statsBefore = await sandboxStats(realUrl);
 
-    const args = [
-      ...NODE_ARGS,
-      RUNNER_BIN,
-      "run",
-      manifest,
-      "--log-format",
-      "json",
-      ...EXTRA_ARGS,
-    ];
+    const args = [...NODE_ARGS, RUNNER_BIN, "run", manifest, "--log-format", "json", ...EXTRA_ARGS];
     const spawnAt = performance.now();
     const child = spawn(process.execPath, args, {
       cwd: dir,
