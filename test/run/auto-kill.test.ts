@@ -16,8 +16,10 @@ import { fitSeconds } from "../../src/manifest/index.js";
 import {
   cli,
   cliEnv,
+  journalRecords,
   type LogEvent,
   readReport,
+  replay,
   rng,
   type SandboxProcess,
   settledBalance,
@@ -92,6 +94,7 @@ async function iteration(label: string, kills: Kill[]) {
     const balanceBefore = await settledBalance(sb);
     let edited = false;
     let code: number | null = null;
+    let finishedReport: Awaited<ReturnType<typeof readReport>> | undefined;
     for (let i = 0; i < kills.length + 3; i++) {
       const kill = kills[i];
       const when = kill?.when;
@@ -112,12 +115,26 @@ async function iteration(label: string, kills: Kill[]) {
           manifest(name, "And every night, someone watched the light turn, and turn, and turn."),
         );
       }
+      // A kill that landed after the run recorded its end (a random one, on a loaded machine) found
+      // the campaign over: that run's report is the campaign's, and the run after it a new one.
+      if (
+        r.signal === "SIGKILL" &&
+        replay(await journalRecords(ws.statePath)).run?.finished_at !== undefined
+      ) {
+        finishedReport ??= await readReport(ws);
+      }
       // A run that ended 0 finished the campaign: a run after it would start a new one (its report
       // would show none of what was paid), so a kill not reached yet is left unused.
       if (r.code === 0) break;
     }
     expect(code, context).toBe(0);
-    const report = await readReport(ws);
+    const last = await readReport(ws);
+    const report = finishedReport ?? last;
+    if (finishedReport) {
+      // The campaign had ended before the kill: the run after it reuses every output, pays nothing.
+      expect(last.counts, context).toMatchObject({ total: JOBS, skipped: JOBS, succeeded: 0 });
+      expect(last.points.spent, context).toBe(0);
+    }
     const after = await settledBalance(sb);
     const delta = statsDelta(before, await sb.stats());
     // Money: every point the sandbox took is in the report, and nothing was paid twice.
