@@ -755,6 +755,7 @@ export async function* paginate<T>(
 
 /** A wait as a person reads it: `45 s`, `12 min`, `5 h`, `1157 days`. */
 function waitText(ms: number): string {
+  if (!Number.isFinite(ms)) return "an unbounded time";
   const s = ms / 1000;
   if (s < 120) return `${Math.ceil(s)} s`;
   if (s < 120 * 60) return `${Math.round(s / 60)} min`;

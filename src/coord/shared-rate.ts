@@ -78,7 +78,8 @@ export class RedisSharedRate implements SharedRate {
   }
 
   async limit(retryAfterMs: number | undefined, sentAt: number): Promise<void> {
-    const retry = retryAfterMs !== undefined && Number.isFinite(retryAfterMs) ? String(retryAfterMs) : "";
+    // An endless Retry-After (hundreds of digits parse to Infinity) pauses as long as any does.
+    const retry = retryAfterMs === undefined ? "" : String(Math.min(retryAfterMs, RATE_RULES.maxPauseMs));
     await this.call("clapperRateLimit", [retry, String(Math.max(0, Date.now() - sentAt))]);
   }
 

@@ -108,6 +108,8 @@ export class RateController {
   private firstSentAt: number | undefined;
   /** The rate a 429 last settled at: known to hold, where a failed probe returns. */
   private held: number | undefined;
+  /** The rate before slow start's last doubling: it held. */
+  private doubledFrom: number | undefined;
   private changedAt: number;
   private limitedAt = Number.NEGATIVE_INFINITY;
   /** No request of the scope leaves before this (epoch ms): the service's Retry-After. */
@@ -174,7 +176,10 @@ export class RateController {
   busy(now: number): void {
     if (this.settings.fixed || this.rps >= this.settings.ceiling || now < this.pausedUntil) return;
     if (this.slowStart) {
-      if (now - this.changedAt >= DOUBLING_MS) this.set(this.rps * 2, now);
+      if (now - this.changedAt >= DOUBLING_MS) {
+        this.doubledFrom = this.rps;
+        this.set(this.rps * 2, now);
+      }
       return;
     }
     if (now - this.limitedAt < HOLD_MS) return;
@@ -250,10 +255,18 @@ export class RateController {
     // Sending faster than was accepted: the accepted rate is the service's.
     if (sustained !== undefined && sustained < this.rps) return sustained * MARGIN;
     // All accepted until now. In slow start a burst the service allowed hid its rate.
-    if (this.slowStart) return this.rps * SLOW_START_CUT;
+    if (this.slowStart) {
+      // Back to the rate before the last doubling. Not doubled yet: half the safe start; at a
+      // ceiling at or below it (`--rps 8`), slow start never doubled, so a plain cut.
+      if (this.doubledFrom !== undefined) return this.doubledFrom;
+      return this.rps * (this.rps >= this.settings.ceiling ? PLAIN_CUT : SLOW_START_CUT);
+    }
     // At a rate an earlier 429 set (a recut, say), the service's bucket stayed near empty: the rate
     // it accepted is what it sustains, just over its limit, not a reason for a blind cut.
-    if (this.settled && sustained !== undefined) return Math.min(this.rps, sustained) * MARGIN;
+    // Only after a 429 of this run: a rate remembered from the last one meets a bucket that filled
+    // meanwhile, whose burst reads as rate.
+    const limitedHere = this.firstSentAt !== undefined && this.limitedAt > this.firstSentAt;
+    if (this.settled && limitedHere && sustained !== undefined) return this.rps * MARGIN;
     return this.rps * PLAIN_CUT;
   }
 

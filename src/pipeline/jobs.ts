@@ -448,16 +448,7 @@ export class JobRunner {
       // A 429 too: it says this try was not made, but an earlier try of the same create, unanswered,
       // may have been; only the same key, sent again, can tell.
       if (isUnavailable(error)) this.c.unavailable?.(error);
-      if (error instanceof RateLimitError) {
-        // Refused through every retry, or asked to wait longer than any request waits (a quota):
-        // the other creates would meet the same answer.
-        this.stopSubmitting(
-          `the service kept refusing creates (${errorInfo(error).message}); new submissions stopped, run again later`,
-          true,
-        );
-      } else {
-        this.unfinished ??= `some creates were left without a sure answer (${errorInfo(error).message}): the next run sends them again with the same keys, and a task already made is not paid for twice`;
-      }
+      this.unfinished ??= `some creates were left without a sure answer (${errorInfo(error).message}): the next run sends them again with the same keys, and a task already made is not paid for twice`;
       this.c.log.warn(
         { job: job.id, event: "create-unknown", error: errorInfo(error) },
         "create outcome unknown; will resume",

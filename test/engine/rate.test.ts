@@ -235,16 +235,47 @@ describe("the rate controller", () => {
     expect(c.current).toBeLessThanOrEqual(5);
   });
 
-  it("a 429 at a settled rate the service accepted in full settles just under it, not at a blind cut", () => {
-    // Settled at 8/s (remembered, or a recut): every answer since accepted, then one 429 (the limit
-    // is just under 8). The rate sent is what the service sustains: less 5%, not 0.7 of it.
+  it("a 429 at a rate a 429 of this run set, the service having accepted it in full, settles just under it", () => {
+    const c = new RateController({ ceiling: 200 }, 0);
+    c.send(0);
+    for (let t = 0; t <= 1000; t += 50) c.accept(t);
+    c.limit(1000, 1000, 990);
+    expect(c.current).toBe(5);
+    // At 5/s, every answer accepted for 3 s, then one 429 (the limit is just under 5/s): the rate
+    // sent is what the service sustains, less 5%, not 0.7 of it.
+    for (let t = 1100; t <= 4100; t += 200) {
+      c.send(t);
+      c.accept(t + 5);
+    }
+    c.limit(4300, 1000, 4300);
+    expect(c.current).toBeCloseTo(5 * 0.95, 5);
+  });
+
+  it("a remembered settled rate meets a bucket that filled meanwhile: its first 429 takes the plain cut", () => {
     const c = new RateController({ ceiling: 200, initial: { rps: 8, settled: true } }, 0);
     for (let t = 0; t < 3000; t += 125) {
       c.send(t);
       c.accept(t + 5);
     }
     c.limit(3010, 1000, 3000);
-    expect(c.current).toBeCloseTo(8 * 0.95, 5);
+    expect(c.current).toBeCloseTo(8 * 0.7, 5);
+  });
+
+  it("slow start's first 429 goes back to the rate before the last doubling; at a ceiling it never doubled from, 0.7", () => {
+    const doubled = new RateController({ ceiling: 1000 }, 0);
+    doubled.send(0);
+    doubled.busy(250);
+    doubled.busy(500);
+    expect(doubled.current).toBe(40);
+    for (let t = 0; t < 600; t += 20) doubled.accept(t);
+    doubled.limit(600, 1000, 590);
+    expect(doubled.current).toBe(20);
+    // `--rps 8`: below the safe start, slow start cannot double; half would throw away 4/s.
+    const capped = new RateController({ ceiling: 8 }, 0);
+    capped.send(0);
+    for (let t = 0; t < 600; t += 100) capped.accept(t);
+    capped.limit(600, 1000, 590);
+    expect(capped.current).toBeCloseTo(8 * 0.7, 5);
   });
 
   it("a remembered rate never goes above the ceiling given now", () => {
