@@ -22,12 +22,19 @@
 // stop), BENCH_KEEP (1: keep the folders), BENCH_BINS (comma-separated paths of copies of
 // bin/clapper.js, e.g. a copy of bin/, dist/ and package.json of another commit: the runs alternate
 // between them, one run each in turn, BENCH_RUNS each, and each is summed up on its own).
+//
+// The floor (BENCH_REFERENCE=0 leaves it out): in turn with each run, bench/reference/first-create.mjs,
+// the issue's "30-line script" (read the YAML, POST the first shot's create; nothing checked, kept or
+// priced), through the same proxy and measured the same way. Its median says what Node, the YAML
+// parser and one request cost on this machine, and the ratio how much clapper adds to that. The
+// target stays the absolute 300 ms.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
-import { join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { createInterface } from "node:readline";
-import { BIN, scratch, startSandbox } from "./lib.mjs";
+import { fileURLToPath } from "node:url";
+import { BIN, ROOT, scratch, startSandbox } from "./lib.mjs";
 import { makeJobs, manifestText, startProxy } from "./workload.mjs";
 
 const RUNS = Math.max(1, Math.floor(Number(process.env.BENCH_RUNS ?? 15)));
@@ -38,6 +45,8 @@ const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolea
 const STOP = process.env.BENCH_STOP ?? (NODE_ARGS.length > 0 ? "int" : "kill");
 const KEY = "sk-ml-bench";
 const BINS = (process.env.BENCH_BINS ?? BIN).split(",").filter(Boolean);
+const REFERENCE = process.env.BENCH_REFERENCE !== "0";
+const REFERENCE_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), "reference", "first-create.mjs");
 const CREATES = new Set(["POST /vid/v2/video_generation", "POST /audio/v1/speech/jobs"]);
 
 const { dir, children } = scratch("clapper-bench-startup-");
@@ -113,11 +122,36 @@ async function runOnce(i, bin) {
   return { firstCreate, marks, spawnToOrigin, loader };
 }
 
+/** One run of the floor: spawn to its create at the proxy. */
+async function referenceOnce(i) {
+  const folder = join(dir, `reference-${i}`);
+  const manifest = join(folder, "bench.yaml");
+  mkdirSync(folder);
+  writeFileSync(manifest, text);
+  const before = proxy.log.length;
+  const spawnAt = performance.now();
+  const child = spawn(process.execPath, [REFERENCE_SCRIPT, manifest], {
+    cwd: folder,
+    stdio: ["ignore", "ignore", "inherit"],
+    env: { ...process.env, CLAPPER_BASE_URL: proxy.url, CLAPPER_API_KEY: KEY },
+  });
+  const code = await new Promise((resolve) => child.once("exit", resolve));
+  const create = proxy.log.slice(before).find((r) => CREATES.has(`${r.method} ${r.path}`));
+  if (code !== 0 || !create) throw new Error(`the reference script failed (exit ${code})`);
+  return create.at - spawnAt;
+}
+
 console.log(
   `bench:startup: ${RUNS} runs of scenario 1 (100 jobs, ${text.length} bytes of YAML), time scale ${TIME_SCALE}${EXTRA_ARGS.length ? `, + ${EXTRA_ARGS.join(" ")}` : ""}${NODE_ARGS.length ? `, node ${NODE_ARGS.join(" ")}` : ""}`,
 );
 const runsOf = BINS.map(() => []);
+const floor = [];
 for (let i = 1; i <= RUNS; i++) {
+  if (REFERENCE) {
+    floor.push(await referenceOnce(i));
+    console.log(`  run ${String(i).padStart(2)} [reference]: first create ${ms(floor.at(-1))}`);
+    await sleep(PAUSE_MS);
+  }
   for (const [b, bin] of BINS.entries()) {
     const r = await runOnce(`${i}-${b}`, bin);
     runsOf[b].push(r);
@@ -130,6 +164,21 @@ for (let i = 1; i <= RUNS; i++) {
 }
 
 for (const [b, bin] of BINS.entries()) summary(bin, runsOf[b]);
+if (REFERENCE) {
+  const m = quantile(floor, 0.5);
+  console.log(
+    `\nreference (${relative(ROOT, REFERENCE_SCRIPT)}: read the YAML, POST one create): median ${ms(m)} (quartiles ${ms(quantile(floor, 0.25))}-${ms(quantile(floor, 0.75))}) over ${sorted(floor).length} runs`,
+  );
+  for (const [b, bin] of BINS.entries()) {
+    const c = quantile(
+      runsOf[b].map((r) => r.firstCreate),
+      0.5,
+    );
+    console.log(
+      `  ${BINS.length > 1 ? `[${b + 1}] ` : ""}clapper's first create: ${ms(c)}, ${(c / m).toFixed(2)}x the reference's (${ms(c - m)} more)`,
+    );
+  }
+}
 
 function summary(bin, runs) {
   const firsts = runs.map((r) => r.firstCreate);
