@@ -12,6 +12,11 @@
 //    /_sandbox/ control excluded), the runner's CPU time per job (user + sys) and its peak memory
 //    (VmHWM). Every output is then checked on disk against report.json: each job succeeded, and its
 //    file exists with the size and SHA-256 the report gives.
+//    Then the floor (BENCH_PARTS "reference"): bench/reference/batch.mjs, a bare client doing the
+//    same work for the same manifest (create, list, one look per video, stream each result to a
+//    file, fdatasync, rename; 200 tasks in flight per service, a list every 200 ms) with nothing
+//    clapper adds (validation, state, journal, lock, budget, retries, report), measured the same
+//    way: what Node, HTTP and the disk cost per job on this machine.
 // 2. One shot whose result is 1 GiB larger (POST /_sandbox/media {video_pad_bytes}), in ONE run:
 //    the runner's VmRSS is sampled from /proc while it runs; the baseline is its RSS at the moment
 //    the download request leaves (read in the runner itself, from undici's diagnostics channel),
@@ -29,7 +34,7 @@
 // Linux only (/proc); no tool beyond Node. CPU time grows on a busy machine (the sandbox shares it):
 // run it on an otherwise idle one, and compare best of several runs.
 //
-// Settings: BENCH_JOBS (2000), BENCH_SEED (1), BENCH_PARTS (tuned,default,stream), BENCH_TIME_SCALE
+// Settings: BENCH_JOBS (2000), BENCH_SEED (1), BENCH_PARTS (tuned,default,reference,stream), BENCH_TIME_SCALE
 // (0.001), BENCH_IN_FLIGHT (200), BENCH_RPS (500), BENCH_POLL_INTERVAL (0.2), BENCH_STREAM_BYTES
 // (1 GiB), BENCH_TMP (temp folder for the outputs), BENCH_KEEP (keep the outputs), BENCH_RUNNER_NODE_ARGS
 // (extra Node flags for the runner, e.g. "--cpu-prof --cpu-prof-dir=DIR"), BENCH_TIMEOUT (seconds
@@ -51,14 +56,16 @@ import {
 } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JOBS = Number(process.env.BENCH_JOBS ?? 2000);
 const SEED = Number(process.env.BENCH_SEED ?? 1);
-const PARTS = new Set((process.env.BENCH_PARTS ?? "tuned,default,stream").split(",").map((s) => s.trim()));
+const PARTS = new Set(
+  (process.env.BENCH_PARTS ?? "tuned,default,reference,stream").split(",").map((s) => s.trim()),
+);
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 0.001);
 const TUNED_FLAGS = [
   "--in-flight",
@@ -152,6 +159,8 @@ function writeMixedManifest(dir, jobs, seed) {
 
 /** The clapper that runs the workload (BENCH_BIN: a copy of bin/, dist/ and package.json of another build, to compare). */
 const RUNNER_BIN = process.env.BENCH_BIN ?? join(ROOT, "bin", "clapper.js");
+/** The floor: a bare client doing the same work (see referenceRun). */
+const REFERENCE_SCRIPT = join(ROOT, "bench", "reference", "batch.mjs");
 
 async function startSandbox() {
   const args = ["sandbox", "--port", "0", "--time-scale", String(TIME_SCALE), "--points", "1000000000"];
@@ -275,7 +284,7 @@ async function readLog(path) {
  * Resolves with its exit code, CPU (total, and spent before the first create), peak memory, the
  * RSS samples taken from /proc, what the probe saw of the first download, and its log's events.
  */
-async function runClapper(dir, manifest, env, flags, { sampleMs = 10 } = {}) {
+async function runClapper(dir, manifest, env, flags, { sampleMs = 10, script } = {}) {
   const probe = join(dir, "probe.mjs");
   const probeOut = join(dir, "probe.json");
   writeProbe(probe, probeOut);
@@ -284,7 +293,19 @@ async function runClapper(dir, manifest, env, flags, { sampleMs = 10 } = {}) {
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    [...RUNNER_NODE_ARGS, "--import", probe, RUNNER_BIN, "run", manifest, "--log-format", "json", ...flags],
+    script
+      ? [...RUNNER_NODE_ARGS, "--import", probe, script, ...flags]
+      : [
+          ...RUNNER_NODE_ARGS,
+          "--import",
+          probe,
+          RUNNER_BIN,
+          "run",
+          manifest,
+          "--log-format",
+          "json",
+          ...flags,
+        ],
     { cwd: dir, stdio: ["ignore", "pipe", logFd], env: { ...process.env, ...env } },
   );
   let hwm = 0;
@@ -455,10 +476,54 @@ async function jobsRun(label, flags, cpuTarget) {
   }
 }
 
+/**
+ * The floor (bench/reference/batch.mjs): the same manifest through a bare client with the tuned
+ * run's settings (200 tasks in flight per service, a list every 200 ms), measured the same way.
+ */
+async function referenceRun() {
+  const dir = mkdtempSync(join(base, "clapper-bench-reference-"));
+  const sandbox = await startSandbox();
+  try {
+    const mix = writeMixedManifest(dir, JOBS, SEED);
+    const before = apiRequests(await sandbox.control("GET", "/_sandbox/stats"));
+    const env = {
+      CLAPPER_BASE_URL: sandbox.url,
+      CLAPPER_API_KEY: KEY,
+      REFERENCE_IN_FLIGHT: String(Number(process.env.BENCH_IN_FLIGHT ?? 200)),
+      REFERENCE_POLL_MS: String(Number(process.env.BENCH_POLL_INTERVAL ?? 0.2) * 1000),
+    };
+    const r = await runClapper(dir, undefined, env, [dir], { script: REFERENCE_SCRIPT });
+    const after = apiRequests(await sandbox.control("GET", "/_sandbox/stats"));
+    const told = JSON.parse(r.stdout.trim().split("\n").at(-1) || "{}");
+    const ok = r.code === 0 && told.stored === JOBS;
+    if (!ok) allOk = failRun(`reference run (${told.stored ?? 0}/${JOBS} stored)`, r);
+    const pad = (t) => `reference ${t}`.padEnd(27);
+    results.push(
+      [
+        `${pad("run:")}${relative(ROOT, REFERENCE_SCRIPT)} (create, list, look, store and flush; nothing checked or kept); ${told.stored ?? 0}/${JOBS} stored, exit ${r.code}, ${fmt(r.seconds)} s`,
+        ok,
+      ],
+      [
+        `${pad("CPU per job:")}${fmt(r.cpuMs / JOBS, 2)} ms (${fmt(r.cpuMs / 1000, 2)} s: ${fmt(r.userMs / 1000, 2)} user + ${fmt(r.sysMs / 1000, 2)} sys; the floor, no target)`,
+        true,
+      ],
+      [
+        `${pad("requests per job:")}${fmt((after.total - before.total) / JOBS, 2)} (${endpointLine(before, after)})`,
+        true,
+      ],
+    );
+    return mix;
+  } finally {
+    await sandbox.stop();
+    if (!KEEP) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const loadAtStart = readFileSync("/proc/loadavg", "utf8").split(" ")[0];
 let workload;
 if (PARTS.has("tuned")) workload = await jobsRun("tuned", TUNED_FLAGS, TARGET.cpuMs);
 if (PARTS.has("default")) workload = await jobsRun("default", [], undefined);
+if (PARTS.has("reference")) workload = await referenceRun();
 if (workload) results.unshift([`workload:                  ${workload}`, true]);
 
 // ---------------------------------------------------------------- 2. streaming 1 GiB
