@@ -15,7 +15,7 @@
 // before; "spawn to time origin" is the exec and Node's own set-up before its clock starts (the
 // child's performance.timeOrigin against this process's clock).
 //
-// Settings: BENCH_RUNS (15), BENCH_PAUSE (2500 ms), BENCH_TIME_SCALE (0.02), BENCH_EXTRA_ARGS
+// Settings: BENCH_RUNS (15), BENCH_JOBS (100: scenario 1; 400 for scenario 2's size), BENCH_PAUSE (2500 ms), BENCH_TIME_SCALE (0.02), BENCH_EXTRA_ARGS
 // (extra flags for `clapper run`), BENCH_NODE_ARGS (flags for node itself, e.g. --cpu-prof; a
 // profile needs the process to exit: BENCH_NODE_ARGS implies BENCH_STOP=int), BENCH_STOP (kill,
 // the default: SIGKILL after the first create's answer; int: SIGINT, then the run's own graceful
@@ -50,7 +50,8 @@ const REFERENCE_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), "referenc
 const CREATES = new Set(["POST /vid/v2/video_generation", "POST /audio/v1/speech/jobs"]);
 
 const { dir, children } = scratch("clapper-bench-startup-");
-const text = manifestText("startup", makeJobs(100));
+const JOBS = Math.max(1, Math.floor(Number(process.env.BENCH_JOBS ?? 100)));
+const text = manifestText("startup", makeJobs(JOBS));
 const proxy = await startProxy();
 const sandbox = await startSandbox(children, KEY, [
   "--time-scale",
@@ -142,7 +143,7 @@ async function referenceOnce(i) {
 }
 
 console.log(
-  `bench:startup: ${RUNS} runs of scenario 1 (100 jobs, ${text.length} bytes of YAML), time scale ${TIME_SCALE}${EXTRA_ARGS.length ? `, + ${EXTRA_ARGS.join(" ")}` : ""}${NODE_ARGS.length ? `, node ${NODE_ARGS.join(" ")}` : ""}`,
+  `bench:startup: ${RUNS} runs of ${JOBS === 100 ? "scenario 1 (100 jobs" : `a manifest of ${JOBS} jobs (scenario 1's mix`}, ${text.length} bytes of YAML), time scale ${TIME_SCALE}${EXTRA_ARGS.length ? `, + ${EXTRA_ARGS.join(" ")}` : ""}${NODE_ARGS.length ? `, node ${NODE_ARGS.join(" ")}` : ""}`,
 );
 const runsOf = BINS.map(() => []);
 const floor = [];
