@@ -1,4 +1,5 @@
 import { AbortedError } from "../api/errors.js";
+import { LONGEST_TIMER_MS } from "../engine/limiter.js";
 
 /**
  * Waits `ms`; rejects at once when any of `signals` aborts: with the signal's reason when it is an
@@ -28,7 +29,7 @@ export function sleep(ms: number, what: string, ...signals: Array<AbortSignal | 
         done();
         resolve();
       },
-      Math.min(ms, 2 ** 31 - 1),
+      Math.min(ms, LONGEST_TIMER_MS),
     );
     for (const s of live) s.addEventListener("abort", onAbort, { once: true });
   });

@@ -68,7 +68,8 @@ export interface Sharing {
   lost(error: unknown): void;
 }
 
-const LONGEST_TIMER_MS = 2 ** 31 - 1;
+/** setTimeout's longest delay: Node fires a longer one at once (with a TimeoutOverflowWarning). */
+export const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 /** One read in this many slots while writes wait. */
 const READ_EVERY = 10;

@@ -3,10 +3,9 @@
 // and waiting alike, save the state and leave the tasks in flight to the next run; only the exit
 // code and the message differ (4 for a stop and a deadline, 6 for an unreachable dependency).
 
-export type HaltReason = "signal" | "deadline" | "unreachable";
+import { LONGEST_TIMER_MS } from "../engine/limiter.js";
 
-/** setTimeout's longest delay; a later deadline is reached in steps. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+export type HaltReason = "signal" | "deadline" | "unreachable";
 
 export class Halt {
   private readonly controller = new AbortController();
@@ -44,7 +43,8 @@ export class Halt {
       );
       return;
     }
-    this.timer = setTimeout(() => this.arm(deadline), Math.min(left, MAX_TIMER_MS));
+    // A deadline further off than the longest timer is reached in steps.
+    this.timer = setTimeout(() => this.arm(deadline), Math.min(left, LONGEST_TIMER_MS));
     // A deadline never keeps a finished process alive.
     this.timer.unref();
   }

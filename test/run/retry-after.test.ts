@@ -59,7 +59,7 @@ describe("a Retry-After longer than any wait", () => {
     const refused = report.jobs.filter((j) => j.status !== "succeeded");
     expect(refused).toHaveLength(3);
     for (const j of refused) expect(j).toMatchObject({ status: "pending", points: 0 });
-    // Why, in the report: the answer, the wait asked in words, and that the run stopped submitting.
+    // Why, in the report: the answer, the wait asked in words, and that the next run sends them again.
     expect(report.note).toMatch(/rate limited \(HTTP 429\)/);
     expect(report.note).toMatch(
       /asks to wait \d+ days \(Retry-After\), longer than the 30 s a request waits/,
