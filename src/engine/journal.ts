@@ -24,6 +24,59 @@ interface SnapshotRecord<S> {
   state: S;
 }
 
+/**
+ * A line that is not a record, with complete lines after it: damage from elsewhere (a disk, an
+ * editor, a copy cut short), not a crash, which tears only the last line. Replaying around it could
+ * resume with a wrong idea of what was created and paid for, so nothing goes on until it is repaired.
+ */
+export class JournalDamagedError extends Error {
+  override name = "JournalDamagedError";
+  constructor(
+    readonly path: string,
+    /** 1-based numbers of the lines that are not records. */
+    readonly lines: readonly number[],
+    /** Lines in the file. */
+    readonly total: number,
+  ) {
+    const which = lines.length === 1 ? `line ${lines[0]}` : `lines ${lines.join(", ")}`;
+    super(
+      `${path}:${lines[0]}: the state file is damaged: ${which} of ${total} ${lines.length === 1 ? "is not a record" : "are not records"} clapper wrote`,
+    );
+  }
+}
+
+/** Every line of a journal's text, each with its record or why it has none; a torn last line apart. */
+export function journalLines<T>(text: string): {
+  /** `start`: the line's first byte in the file. */
+  lines: Array<{ n: number; start: number; text: string; record?: T }>;
+  /** Bytes up to the end of the last complete line. */
+  goodBytes: number;
+} {
+  const lines: Array<{ n: number; start: number; text: string; record?: T }> = [];
+  const totalBytes = Buffer.byteLength(text);
+  let goodBytes = 0;
+  let offset = 0;
+  for (const [index, line] of text.split("\n").entries()) {
+    const end = offset + Buffer.byteLength(line) + 1;
+    // A line counts only with its newline: that is the last byte a write puts down.
+    if (end > totalBytes) break;
+    const start = offset;
+    offset = end;
+    goodBytes = end;
+    if (line.trim() === "") continue;
+    let record: T | undefined;
+    try {
+      const parsed = JSON.parse(line) as unknown;
+      if (typeof parsed === "object" && parsed !== null && typeof (parsed as { t?: unknown }).t === "string")
+        record = parsed as T;
+    } catch {
+      // not JSON: reported by the caller with its number
+    }
+    lines.push({ n: index + 1, start, text: line, ...(record !== undefined ? { record } : {}) });
+  }
+  return { lines, goodBytes };
+}
+
 export class Journal<S, R extends { t: string }> {
   state: S;
   private handle: FileHandle | undefined;
@@ -65,37 +118,21 @@ export class Journal<S, R extends { t: string }> {
       if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     }
     const journal = new Journal<S, R>(options, options.initial());
-    const totalBytes = Buffer.byteLength(text);
-    const lines = text.split("\n");
-    let goodBytes = 0;
-    let offset = 0;
-    for (const [index, line] of lines.entries()) {
-      const end = offset + Buffer.byteLength(line) + 1;
-      // A line counts only with its newline: that is the last byte a write puts down.
-      const complete = end <= totalBytes;
-      offset = end;
-      if (line.trim() === "") {
-        if (complete) goodBytes = end;
-        continue;
-      }
-      if (!complete) break;
-      let record: R | SnapshotRecord<S>;
-      try {
-        record = JSON.parse(line) as R | SnapshotRecord<S>;
-      } catch {
-        // A crash can tear only the last line. A bad line with complete lines after it is damage
-        // from elsewhere: replaying around it could resume with a wrong idea of what was paid.
-        if (lines.slice(index + 1).some((l) => l.trim() !== "")) {
-          throw new Error(
-            `${options.path}:${index + 1}: the state file is damaged (not JSON); move it aside to start over`,
-          );
-        }
+    const { lines, goodBytes } = journalLines<R | SnapshotRecord<S>>(text);
+    // The last line without its newline is a torn write: dropped (open() cuts it off). A bad line
+    // before the last complete one is damage from elsewhere.
+    const damaged = lines.filter((l, i) => l.record === undefined && i < lines.length - 1).map((l) => l.n);
+    if (damaged.length > 0) throw new JournalDamagedError(options.path, damaged, lines.length);
+    let kept = goodBytes;
+    for (const line of lines) {
+      if (line.record === undefined) {
+        // The last complete line is not a record: a write torn inside its own bytes. Dropped too.
+        kept = line.start;
         break;
       }
-      journal.replay(record);
-      goodBytes = end;
+      journal.replay(line.record);
     }
-    return { journal, goodBytes, totalBytes };
+    return { journal, goodBytes: kept, totalBytes: Buffer.byteLength(text) };
   }
 
   private replay(record: R | SnapshotRecord<S>): void {

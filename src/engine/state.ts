@@ -208,7 +208,12 @@ export type RunRecord =
   | { t: "skill"; name: string; id: string; sha256: string }
   | { t: "balance"; available: number }
   /** The coordinator's lock was taken with this fencing token (by `holder`) before these records. */
-  | { t: "lock"; fence: number; holder: string; generation?: string };
+  | { t: "lock"; fence: number; holder: string; generation?: string }
+  /**
+   * `--repair-state` rebuilt this journal: these lines of the damaged file (kept as `copy`, beside
+   * it) were not records. Changes nothing in the state: what they held was written again before it.
+   */
+  | { t: "repaired"; at: string; lines: number[]; copy: string };
 
 export function initialState(): RunState {
   return { jobs: {}, voices: {}, skills: {}, campaign: 1, epoch: 0 };
@@ -219,7 +224,9 @@ function attempt(job: JobState | undefined, n: number): Attempt | undefined {
 }
 
 type RecordOf<T extends RunRecord["t"]> = Extract<RunRecord, { t: T }>;
-type RunLevelRecord = RecordOf<"run" | "fresh" | "finish" | "voice" | "skill" | "balance" | "lock">;
+type RunLevelRecord = RecordOf<
+  "run" | "fresh" | "finish" | "voice" | "skill" | "balance" | "lock" | "repaired"
+>;
 type AttemptRecord = RecordOf<
   "intent" | "withdrawn" | "reserve" | "sending" | "created" | "task" | "settled"
 >;
@@ -234,6 +241,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
     case "skill":
     case "balance":
     case "lock":
+    case "repaired":
       applyRunRecord(state, r);
       break;
     case "intent":
@@ -300,6 +308,8 @@ function applyRunRecord(state: RunState, r: RunLevelRecord): void {
       if (r.generation !== undefined && r.generation !== state.fence_generation) state.fence = r.fence;
       else state.fence = Math.max(state.fence ?? 0, r.fence);
       if (r.generation !== undefined) state.fence_generation = r.generation;
+      break;
+    case "repaired":
       break;
   }
 }

@@ -10,6 +10,7 @@ import type { VideoTask } from "../api/video.js";
 import { Journal } from "../engine/journal.js";
 import { LocalLedger } from "../engine/ledger.js";
 import { acquireLock } from "../engine/lock.js";
+import { repairJournalFile } from "../engine/repair.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import type { ProgressFeed } from "./feed.js";
@@ -50,6 +51,10 @@ export const DEFAULT_SEAMS: Seams = {
     if (isS3State(path)) {
       const { openS3State } = await import("./state-store.js");
       return openS3State(path, options);
+    }
+    if (options?.repair) {
+      const repaired = await repairJournalFile(path, options.repair);
+      if (repaired) options.repair.onRepaired?.(repaired);
     }
     const journal = await Journal.open<RunState, RunRecord>({
       path,

@@ -9,6 +9,7 @@ import type { PointsLedger } from "../engine/ledger.js";
 import type { ServiceLimits, TaskLimit } from "../engine/limiter.js";
 import type { Lock, LockOptions } from "../engine/lock.js";
 import { DEFAULT_CEILING_RPS } from "../engine/rate.js";
+import type { RepairInput } from "../engine/repair.js";
 import type { MaterialStager } from "../engine/staging.js";
 import type { RunRecord, RunState } from "../engine/state.js";
 import type { Sightings, TrackOptions } from "../engine/tracker.js";
@@ -39,6 +40,8 @@ export interface StateOpenOptions {
   generation?: string;
   /** The S3 client's settings (`--s3-endpoint`), for a state in S3. */
   s3?: S3ClientOptions;
+  /** `--repair-state`: a damaged journal is rebuilt from its readable lines before it is opened. */
+  repair?: RepairInput;
 }
 
 /** Tasks in flight per service, around each job's life. */
@@ -138,6 +141,8 @@ export interface RunOptions {
   only?: string[];
   retryFailed?: boolean;
   fresh?: boolean;
+  /** `--repair-state`: rebuild a damaged state from its readable lines (see engine/repair.ts). */
+  repairState?: boolean;
   /** Attempts per job in one run, the first included. */
   maxAttempts?: number;
   /** Per-result download limit in bytes, instead of the one derived from each job (`--max-result-mb`). */

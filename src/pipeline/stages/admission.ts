@@ -4,8 +4,10 @@
 import { randomUUID } from "node:crypto";
 import pLimit from "p-limit";
 import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
+import { basePoints, UPSCALE_TIERS } from "../../api/video.js";
 import { CallbackListener } from "../../engine/callbacks.js";
 import type { PointsLedger } from "../../engine/ledger.js";
+import { damagedMessage, isDamagedState, type RepairInput } from "../../engine/repair.js";
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
 import { type Job, unfitted, type VideoJob } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
@@ -15,7 +17,7 @@ import { traceStart } from "../../trace.js";
 import { type Admission, admit, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
 import { fitFromState, logFitted } from "../fitting.js";
-import { errorInfo } from "../jobs.js";
+import { errorInfo, idempotencyKey } from "../jobs.js";
 import { checkOwner } from "../locate.js";
 import { type PlanResult, plan } from "../plan.js";
 import { inShard, type Shard } from "../shard.js";
@@ -60,8 +62,12 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       ...(fence !== undefined ? { fence } : {}),
       ...(generation !== undefined ? { generation } : {}),
       ...(options.s3 ? { s3: options.s3 } : {}),
+      ...(options.repairState ? { repair: repairInput(ctx, located.manifest.name, planned.jobs) } : {}),
     });
   } catch (error) {
+    if (isDamagedState(error)) {
+      return { exitCode: 2, message: damagedMessage(error, located.manifest.display), statePath };
+    }
     if (!(error instanceof StateStoreError)) throw error;
     // Nothing was written and nothing submitted.
     if (error.kind === "unreachable") ctx.halt.unreachable(error);
@@ -312,6 +318,31 @@ async function storeHolds(
       statePath,
     };
   }
+}
+
+/** What `--repair-state` needs to write lost records again: the jobs as planned and their keys. */
+function repairInput(ctx: RunContext, name: string, jobs: readonly Job[]): RepairInput {
+  return {
+    jobs: new Map(
+      jobs.map((job) => [
+        job.id,
+        {
+          kind: job.kind,
+          fingerprint: job.fingerprint,
+          estimate: job.points ?? 0,
+          ...(job.kind === "video" && UPSCALE_TIERS.includes(job.tier)
+            ? { fallbackPoints: basePoints(job.duration) }
+            : {}),
+        },
+      ]),
+    ),
+    keyOf: (epoch, jobId, fingerprint, n) => idempotencyKey(name, epoch, jobId, fingerprint, n),
+    onRepaired: (r) =>
+      ctx.log.warn(
+        { event: "state-repaired", dropped: r.dropped, rebuilt: r.rebuilt, copy: r.copy },
+        `the state was repaired: ${r.dropped.length} damaged line${r.dropped.length === 1 ? "" : "s"} dropped (${r.dropped.join(", ")}), ${r.rebuilt.length} record${r.rebuilt.length === 1 ? "" : "s"} written again; the damaged file is kept as ${r.copy}`,
+      ),
+  };
 }
 
 /** The records that open this run: who it is, and every job of the plan with its fingerprint. */

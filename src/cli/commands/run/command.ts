@@ -23,6 +23,7 @@ export interface RunArgs extends ShardArgs {
   only?: string | undefined;
   "retry-failed": boolean;
   fresh: boolean;
+  "repair-state": boolean;
   "max-attempts": number;
   rps?: RpsValue | undefined;
   "rate-scope": "key" | "service";
@@ -89,6 +90,15 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
       type: "boolean",
       default: false,
       describe: "forget earlier state and results; generate everything anew",
+    },
+  ],
+  [
+    "repair-state",
+    {
+      type: "boolean",
+      default: false,
+      describe:
+        "rebuild a damaged state file from its readable lines (the damaged file is kept beside it), then run; lost creates are sent again with their own keys, so nothing is paid twice",
     },
   ],
   [
@@ -175,7 +185,8 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
     {
       type: "boolean",
       default: false,
-      describe: "download results from private and loopback addresses too (default: public only)",
+      describe:
+        "allow loopback and private addresses for result downloads and --callback-url (a local emulator; the services refuse them)",
     },
   ],
   [
@@ -230,7 +241,12 @@ export const run = defineCommand<RunArgs>({
   },
 });
 
-function checkRunFlags(args: { "callback-url"?: string; "callback-listen"?: string; only?: string }): void {
+function checkRunFlags(args: {
+  "callback-url"?: string;
+  "callback-listen"?: string;
+  "allow-private-urls"?: boolean;
+  only?: string;
+}): void {
   if (args["callback-listen"] !== undefined && !args["callback-url"]) {
     throw new ExitError(
       2,
@@ -238,7 +254,8 @@ function checkRunFlags(args: { "callback-url"?: string; "callback-listen"?: stri
     );
   }
   // The same parser as the run's (pure: no socket is opened).
-  if (args["callback-url"]) callbackOptions(args["callback-url"], args["callback-listen"]);
+  if (args["callback-url"])
+    callbackOptions(args["callback-url"], args["callback-listen"], args["allow-private-urls"] === true);
   if (args.only?.split(",").every((s) => s.trim() === "")) {
     throw new ExitError(
       2,

@@ -21,7 +21,7 @@ import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
 import { chosenShard } from "../flags.js";
-import { callbackOptions } from "./callback.js";
+import { callbackOptions, checkCallbackHost } from "./callback.js";
 import type { RunArgs } from "./command.js";
 
 export { callbackOptions };
@@ -113,6 +113,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         message: `--state ${statePath}: a state in S3 is locked through the coordinator (a pod has no disk to keep a lock file on): pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
       };
     }
+    if (args["callback-url"]) await checkCallbackHost(args["callback-url"], args["allow-private-urls"]);
     const conn = await o.connect(global, o.env, logger, {
       gate,
       ...(args["allow-private-urls"] ? { allowPrivateUrls: true } : {}),
@@ -174,11 +175,18 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         maxAttempts: args["max-attempts"],
         retryFailed: args["retry-failed"],
         fresh: args.fresh,
+        ...(args["repair-state"] ? { repairState: true } : {}),
         track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
         ...(args.output ? { output: args.output } : {}),
         ...(args.staging ? { staging: args.staging } : {}),
         ...(args["callback-url"]
-          ? { callback: callbackOptions(args["callback-url"], args["callback-listen"]) }
+          ? {
+              callback: callbackOptions(
+                args["callback-url"],
+                args["callback-listen"],
+                args["allow-private-urls"],
+              ),
+            }
           : {}),
         s3: s3Settings(args),
         ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),

@@ -2,6 +2,7 @@
 // cancel), and where --sandbox keeps the emulator's state for a run.
 import { dirname, join } from "node:path";
 import { Journal } from "../../../engine/journal.js";
+import { damagedMessage, isDamagedState } from "../../../engine/repair.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../../../engine/state.js";
 import type { Problem } from "../../../manifest/problems.js";
 import { fitFromState } from "../../../pipeline/fitting.js";
@@ -51,7 +52,7 @@ export function manifestExit(
 
 /** The state, checked to belong to this manifest. */
 export async function ownState(located: LocatedRun, s3?: S3ClientOptions): Promise<RunState> {
-  const state = await readState(located.statePath, s3);
+  const state = await readState(located.statePath, s3, located.manifest.display);
   const owner = checkOwner(state, located);
   if (owner.refuse) throw new ExitError(2, owner.refuse);
   return state;
@@ -61,7 +62,11 @@ export async function ownState(located: LocatedRun, s3?: S3ClientOptions): Promi
  * Reads the state without writing to it: a run may be appending right now. A missing file (or an
  * empty prefix) is a run never made.
  */
-export async function readState(statePath: string, s3?: S3ClientOptions): Promise<RunState> {
+export async function readState(
+  statePath: string,
+  s3?: S3ClientOptions,
+  manifest?: string,
+): Promise<RunState> {
   if (isS3State(statePath)) {
     const { readS3State, StateStoreError } = await import("../../../pipeline/state-store.js");
     try {
@@ -78,6 +83,7 @@ export async function readState(statePath: string, s3?: S3ClientOptions): Promis
       apply: applyRecord,
     });
   } catch (error) {
+    if (isDamagedState(error)) throw new ExitError(2, damagedMessage(error, manifest ?? "MANIFEST"));
     if (isFsError(error)) {
       throw fsExit(error, {
         action: "read the run's state",
