@@ -435,6 +435,20 @@ function safely<T>(callback: ((value: T) => void) | undefined, value: T): void {
 }
 
 /**
+ * Who holds the lock now, for a reader beside the run (`status`): its owner when a live process
+ * holds it (refreshed within the lease, and when of this host, its process alive), else undefined.
+ * Only looks: never takes, removes or waits.
+ */
+export async function lockHolder(
+  path: string,
+  leaseMs = DEFAULT_LEASE_MS,
+): Promise<{ owner: LockOwner | undefined } | undefined> {
+  const seen = await look(path).catch(() => undefined);
+  if (!seen || staleness(seen, leaseMs, Date.now()) !== undefined) return undefined;
+  return { owner: seen.owner };
+}
+
+/**
  * Takes the lock or throws LockHeldError at once; never waits. A stale lock (not refreshed for
  * `leaseMs`, or left by a dead process of this host) is taken over, any lock with `breakLock`.
  */

@@ -1,6 +1,8 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
+import { lockHolder } from "../../../engine/lock.js";
 import type { Report } from "../../../pipeline/report.js";
 import type { Shard } from "../../../pipeline/shard.js";
+import { isS3State } from "../../../pipeline/state-location.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { table } from "../../output.js";
 import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
@@ -8,8 +10,11 @@ import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
 /** `status` of a manifest never run: the report's shape, its jobs pending, `run.status` "not-run". */
 export type StatusReport = Omit<Report, "run"> & {
   run: Omit<Report["run"], "status" | "started_at"> & {
-    status: Report["run"]["status"] | "not-run";
+    /** `running`: a live process holds the run's lock; `interrupted` is a run begun and not held. */
+    status: Report["run"]["status"] | "not-run" | "running";
     started_at: string | null;
+    /** Who runs it, while it is running. */
+    holder?: { pid: number; host: string; since: string };
   };
 };
 
@@ -23,6 +28,22 @@ export async function status(o: {
   const located = await locate(o.manifest, o.cwd, o);
   const state = await ownState(located, o.s3);
   const report = await reportFromState(located, state);
+  if (report.run.status === "interrupted" && !isS3State(located.statePath)) {
+    // Begun and not finished: running, if a live process holds its lock; else it was stopped.
+    const held = await lockHolder(`${located.statePath}.lock`);
+    if (held) {
+      const o = held.owner;
+      return {
+        ...report,
+        run: {
+          ...report.run,
+          status: "running",
+          ...(o ? { holder: { pid: o.pid, host: o.host, since: o.started_at } } : {}),
+        },
+        note: `running now${o ? ` (pid ${o.pid} on ${o.host}, since ${o.started_at})` : ""}: the counts are what its state holds so far`,
+      };
+    }
+  }
   if (!neverRun(state)) return report;
   return {
     ...report,
@@ -36,7 +57,7 @@ export function renderStatus(r: StatusReport): string {
   const head =
     r.run.status === "not-run"
       ? `run ${r.run.name}: not run yet (${c.total} jobs planned; clapper run ${r.run.manifest} starts it)`
-      : `run ${r.run.name}: ${r.run.status} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`;
+      : `run ${r.run.name}: ${r.run.status}${r.run.holder ? ` (pid ${r.run.holder.pid} on ${r.run.holder.host})` : ""} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`;
   return [
     head,
     "",
