@@ -164,6 +164,22 @@ describe("parseCommandLine", () => {
     expect(await bad(["tasks", "list", "--status", "bogus"])).toContain('got "bogus"');
     expect(await bad(["run", "m.yaml", "--callback-url", "not a url"])).toContain("--callback-url");
     expect(await bad(["run", "m.yaml", "--callback-listen", "8080"])).toContain("only with --callback-url");
+    // The video service posts only to public addresses: a URL it would refuse is refused first.
+    for (const url of [
+      "http://127.0.0.1:8080/hooks",
+      "http://10.1.2.3/hooks",
+      "http://[::1]:80/",
+      "http://localhost/h",
+    ]) {
+      const said = await bad(["run", "m.yaml", "--callback-url", url]);
+      expect(said).toMatch(
+        /^--callback-url expected a public host, got .+, which is a (loopback|private-network) address/,
+      );
+      expect(said).toContain("pass --allow-private-urls");
+    }
+    expect(await bad(["run", "m.yaml", "--callback-url", "https://user:pw@hooks.example.com/x"])).toContain(
+      "must not contain user information",
+    );
     expect(await bad(["sandbox", "--port", "99999"])).toBe(
       '--port: expected a whole number >= 0 and <= 65535, got "99999"',
     );
@@ -327,5 +343,42 @@ describe("--rps N|fixed:N", () => {
       'CLAPPER_RPS: expected a number >= 0.1, got "0.01"',
     );
     expect(() => parseRps("max:5")).toThrow(/got "max:5"/);
+  });
+});
+
+describe("--callback-url", () => {
+  it("takes a private address with --allow-private-urls (a local emulator)", async () => {
+    const r = await parseCommandLine(
+      ["run", "m.yaml", "--callback-url", "http://127.0.0.1:8080/hooks", "--allow-private-urls"],
+      {},
+    );
+    expect(r.ok).toBe(true);
+  });
+
+  it("refuses a host name that resolves only to private addresses, and leaves an unresolved one to the service", async () => {
+    const { checkCallbackHost } = await import("../../src/cli/commands/run/callback.js");
+    const to =
+      (...addresses: string[]) =>
+      async () =>
+        addresses.map((address) => ({ address }));
+    const refused = await checkCallbackHost(
+      "https://hooks.internal/x",
+      false,
+      to("10.0.0.7", "fd00::7"),
+    ).catch((e: Error & { code?: number }) => e);
+    expect((refused as { code?: number }).code).toBe(2);
+    expect((refused as Error).message).toBe(
+      "--callback-url hooks.internal resolves to 10.0.0.7, fd00::7, no public address: the video service posts callbacks only to a public address (it refuses loopback and private addresses and URLs with user information, so every create would be refused); pass --allow-private-urls for a local emulator",
+    );
+    await expect(
+      checkCallbackHost("https://hooks.example.com/x", false, to("93.184.215.14", "10.0.0.1")),
+    ).resolves.toBeUndefined();
+    await expect(
+      checkCallbackHost("https://hooks.internal/x", true, to("10.0.0.7")),
+    ).resolves.toBeUndefined();
+    const unresolved = async (): Promise<Array<{ address: string }>> => {
+      throw Object.assign(new Error("getaddrinfo ENOTFOUND"), { code: "ENOTFOUND" });
+    };
+    await expect(checkCallbackHost("https://nowhere.example/x", false, unresolved)).resolves.toBeUndefined();
   });
 });

@@ -138,8 +138,10 @@ describe("run with --callback-url", () => {
     const mine = Object.values(networkInterfaces())
       .flatMap((list) => list ?? [])
       .find((i) => i.family === "IPv4" && !i.internal)?.address;
-    if (mine) expect(callbackOptions(`http://${mine}:9100/cb`, undefined).listen.host).toBe(mine);
-    expect(callbackOptions("http://203.0.113.9:9100/cb", undefined).listen.host).toBe("127.0.0.1");
+    // (Addresses of test networks and private ones: accepted only with --allow-private-urls.)
+    if (mine) expect(callbackOptions(`http://${mine}:9100/cb`, undefined, true).listen.host).toBe(mine);
+    expect(callbackOptions("http://203.0.113.9:9100/cb", undefined, true).listen.host).toBe("127.0.0.1");
+    expect(() => callbackOptions("http://203.0.113.9:9100/cb", undefined)).toThrow("--allow-private-urls");
     expect(() => callbackOptions("ftp://x/y", undefined)).toThrow(ExitError);
     expect(() => callbackOptions("http://x/y", "host:port")).toThrow("[HOST:]PORT");
   });
