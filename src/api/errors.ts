@@ -72,6 +72,14 @@ export class BusinessError extends ClapperApiError {
 export class ServiceError extends ClapperApiError {
   override name = "ServiceError";
 }
+/**
+ * A business error that says "not now" (busy, overloaded, timed out, try again): the request may be
+ * repeated as it was, and a create carrying its Idempotency-Key is answered with the one task it
+ * made, if any. Retried like a 503; after every retry the service is unavailable, not refusing.
+ */
+export class BusyError extends ServiceError {
+  override name = "BusyError";
+}
 /** No (usable) answer arrived: refused, reset or dropped connections. */
 export class ConnectionError extends ClapperApiError {
   override name = "ConnectionError";
@@ -112,6 +120,10 @@ export class ResultUrlError extends Error {
 const INSUFFICIENT =
   /insufficient (points|balance|credits?|funds)|(points|balance|credits?) (is |are )?(insufficient|not enough|too low)|not enough (points|credits?|balance)|余额不足|积分不足|点数不足/i;
 const MISSING = /not found|does not exist|no such|not exist|不存在/i;
+// "Not now", in the words services use: the spec's own "creation timeout" (retry with the same
+// Idempotency-Key) among them. Only explicit words count: an unknown refusal is not retried.
+const BUSY =
+  /\b(busy|overload(ed)?|throttl(ed|ing)|try again|retry later|temporar(il)?y|timed? ?out|timeout|unavailable)\b|系统繁忙|服务繁忙|繁忙|稍后|重试|超时/i;
 
 /** The parts of an error body worth reporting, read loosely: services drift from their documented shapes. */
 function describeBody(body: unknown): { message?: string; type?: string; requestId?: string } {
@@ -155,6 +167,7 @@ export function errorFromResponse(
     if (status === 403) return new PermissionError(message, status, id, RetCode);
     if (status === 429) return new RateLimitError(message, status, id, RetCode, retryAfterMs);
     if (status >= 500) return new ServiceError(message, status, id, RetCode, wait);
+    if (BUSY.test(Message)) return new BusyError(message, status, id, RetCode, wait);
     if (MISSING.test(Message)) return new NotFoundError(message, status, id, RetCode);
     if (status === 409) return new ConflictError(message, status, id, RetCode, wait);
     return new BusinessError(message, status, id, RetCode);
@@ -197,6 +210,7 @@ export function errorFromResponse(
  * same request later may well succeed.
  */
 export function isUnavailable(error: unknown): error is ClapperApiError {
-  if (error instanceof ConnectionError || error instanceof RateLimitError) return true;
+  if (error instanceof ConnectionError || error instanceof RateLimitError || error instanceof BusyError)
+    return true;
   return error instanceof ServiceError && error.status !== undefined && error.status >= 500;
 }

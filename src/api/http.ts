@@ -11,6 +11,7 @@ import { traceStart } from "../trace.js";
 import { formatIssue, issuesFromZod } from "./common.js";
 import {
   AbortedError,
+  BusyError,
   ClapperApiError,
   ConnectionError,
   errorFromResponse,
@@ -469,7 +470,8 @@ export class HttpClient {
     if (error instanceof ClapperApiError) {
       // 408 arrives as a TimeoutError: worth retrying like a lost answer.
       const retryable =
-        error.status === undefined ? error instanceof ConnectionError : isRetryableStatus(error.status);
+        error instanceof BusyError ||
+        (error.status === undefined ? error instanceof ConnectionError : isRetryableStatus(error.status));
       if (!retryable) throw error;
       return { failure: error, sureNotDone: error.status !== undefined && isRefusedBeforeWork(error.status) };
     }

@@ -198,6 +198,12 @@ function classifyApi(error: ClapperApiError, ctx: ClassifyContext): Classified {
       message: `${who} refuses service (rate limited, HTTP 429) after every retry: ${error.message}; run again later`,
     };
   }
+  if (isA(error, "BusyError")) {
+    return {
+      code: 6,
+      message: `${who} is busy and refused service after every retry: ${error.message}; run again later`,
+    };
+  }
   if (isA(error, "ServiceError") && error.status !== undefined && error.status >= 500) {
     return {
       code: 6,
