@@ -75,6 +75,15 @@ import("./load.js")
       traceStart("CLI loaded (bin/load.js)");
       // From here main() listens itself (it installs its handlers before its first await).
       handedOver = true;
+      // Invariant: a command ends with its answer and its exit code. Node leaves when nothing is
+      // left to wait for, even while main() waits on a promise nothing will settle (a bug): that
+      // is exit 70 with a message, never a silent 0 with no report.
+      const stalled = () => {
+        if (over) return;
+        internal(new Error("the command stopped with nothing left to wait for before it had finished"));
+        process.exit(70);
+      };
+      process.on("beforeExit", stalled);
       return main(process.argv.slice(2), { earlySignal: early.signal }).then(
         (code) => leave(code),
         (error) => {

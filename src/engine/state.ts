@@ -517,14 +517,15 @@ export function openAttempt(job: JobState): Attempt | undefined {
 }
 
 /**
- * A job whose paid result could not be collected, for a reason other than the result being broken:
- * --retry-failed downloads it again through its task instead of paying for a new one.
+ * A failed job whose task succeeded and was paid for, its result never stored (the download was
+ * refused, or what came was broken or cut short): the next run downloads it again through its
+ * task, at no cost, before --retry-failed would pay for a new one. Not a job whose attempt ended in
+ * error (a task id another job held: its result cannot be told to be this job's).
  */
-export function downloadFailed(st: JobState): boolean {
+export function paidNotStored(st: JobState): boolean {
   const last = st.attempts.at(-1);
   return (
     st.status === "failed" &&
-    st.error?.code !== "result_invalid" &&
     last?.taskId !== undefined &&
     last.spent !== undefined &&
     last.error === undefined &&

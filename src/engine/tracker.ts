@@ -163,6 +163,25 @@ abstract class Poller<T> {
     hint: TrackHint = {},
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      const followed = this.entries.get(taskId);
+      if (followed) {
+        // One task followed twice (a service that gave one id to two creates): both hear its
+        // news and its end; neither waits for ever on an entry the other replaced.
+        const first = { resolve: followed.resolve, reject: followed.reject, onUpdate: followed.onUpdate };
+        followed.resolve = (task) => {
+          first.resolve(task);
+          resolve(task);
+        };
+        followed.reject = (error) => {
+          first.reject(error);
+          reject(error);
+        };
+        followed.onUpdate = (task) => {
+          first.onUpdate(task);
+          onUpdate(task);
+        };
+        return;
+      }
       const now = Date.now();
       this.entries.set(taskId, {
         taskId,

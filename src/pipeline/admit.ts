@@ -4,9 +4,9 @@
 
 import {
   applyRecord,
-  downloadFailed,
   type JobState,
   openAttempt,
+  paidNotStored,
   type RunRecord,
   type RunState,
   spentPoints,
@@ -175,9 +175,11 @@ function stepFor(draft: Draft, job: Job, entry: StoreEntry | undefined): Step {
       return "none";
     }
   }
+  // Paid for, its result not stored: fetched again through its task, at no cost, by any run.
+  // A new task follows (with --retry-failed) only if it is still not to be had; that one is
+  // reserved when it is opened, within the cap, like any other.
+  if (!open && paidNotStored(st)) return "resume";
   if ((st.status === "failed" || st.status === "cancelled") && !input.retryFailed && !open) return "none";
-  // Paid for, its download failed: --retry-failed fetches it again through its task, at no cost.
-  if (!open && downloadFailed(st)) return "resume";
   // An attempt still open is resumed, even when the store holds the result: its task exists (or
   // may) and will be charged, so it is followed to its end and settled.
   // A job being collected was paid for already; an open attempt holds its reservation.

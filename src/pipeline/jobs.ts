@@ -10,6 +10,7 @@
 // - a result takes its name only once stored and checked, and is recorded after that.
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
+import { setTimeout as sleep } from "node:timers/promises";
 import pLimit, { type LimitFunction } from "p-limit";
 import type { Logger } from "pino";
 import {
@@ -21,6 +22,7 @@ import {
   NotFoundError,
   RateLimitError,
   ResultUrlError,
+  ServiceError,
   ValidationError,
 } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
@@ -30,7 +32,7 @@ import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
 import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
-import { type Attempt, downloadFailed, type JobState, openAttempt, type RunState } from "../engine/state.js";
+import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState } from "../engine/state.js";
 import {
   expectedSpeechMs,
   expectedVideoMs,
@@ -54,6 +56,8 @@ const COLLECT_TRIES = 3;
  * holding the run: its points are spent either way, and --retry-failed downloads it again.
  */
 const COLLECT_BUDGET_MS = 20_000;
+/** The pause after a result's first failed try; doubled after each. */
+const COLLECT_PAUSE_MS = 500;
 
 export type VoiceRef = { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string };
 
@@ -75,6 +79,8 @@ export interface JobContext {
   callback?: { url: string; token: string };
   name: string;
   maxAttempts: number;
+  /** `--retry-failed`: a failed job gets a new task (once its paid result was fetched again, if any). */
+  retryFailed?: boolean;
   /** Overrides the per-result size limit derived from each job (`--max-result-mb`). */
   maxResultBytes?: number;
   skillIds: Map<string, string>;
@@ -135,6 +141,10 @@ export class JobRunner {
    * left: an intent found in the journal may have been sent by the process that wrote it.
    */
   private readonly opened = new Set<string>();
+  /** Task ids the service gave to two attempts, with the error both fail with. */
+  private readonly shared = new Map<string, { code: string; message: string }>();
+  /** Jobs whose paid result this run fetched again: once is enough, then --retry-failed may create. */
+  private readonly fetchedAgain = new Set<string>();
 
   constructor(private readonly c: JobContext) {
     this.submitSignal = AbortSignal.any([c.signal, this.submit.signal]);
@@ -173,12 +183,16 @@ export class JobRunner {
   /** One pass of the job's life; "again" when a failed attempt is to be retried. */
   private async step(job: Job): Promise<Outcome> {
     const st = this.st(job);
-    // Paid for and not yet stored (a kill during the download, or --retry-failed after a failed
-    // download): fetch it again, never re-create.
-    if (st.status === "collecting" || downloadFailed(st)) {
+    // Paid for and not yet stored (a kill during the download, or a result that an earlier run
+    // could not get or got broken): fetched again, once a run, before anything is created.
+    const again = paidNotStored(st) && !this.fetchedAgain.has(job.id);
+    if (st.status === "collecting" || again) {
+      this.fetchedAgain.add(job.id);
       const paid = st.attempts.at(-1);
       if (paid?.taskId) await this.collectPaid(job, paid);
-      return "done";
+      // Still not to be had: --retry-failed asked for a new task, and only now is one paid for.
+      const failedAgain = again && this.st(job).status === "failed" && !this.c.signal.aborted;
+      return failedAgain && this.c.retryFailed ? "again" : "done";
     }
     let attempt = openAttempt(st);
     if (!attempt) {
@@ -455,10 +469,58 @@ export class JobRunner {
       );
       return "done";
     }
+    // Invariant: one task id, one attempt. A service (or a proxy, or a colliding key) that answers
+    // two creates with one id leaves this one without a task of its own, and the other's result
+    // cannot be told to be its job's: both fail, loudly; the task is still followed and paid.
+    const holder = this.holderOf(taskId);
+    if (holder) {
+      await this.shareTask(job, attempt, taskId, holder);
+      return "done";
+    }
     await this.c.journal.append({ t: "created", id: job.id, n, task_id: taskId }, { durable: true });
     this.c.log.info({ job: job.id, event: "created", task_id: taskId, attempt: n }, "task created");
     this.c.progress(job);
     return "created";
+  }
+
+  /** The job and attempt that already hold `taskId`, if any. */
+  private holderOf(taskId: string): { job: string; n: number } | undefined {
+    for (const st of Object.values(this.state.jobs)) {
+      for (const a of [...st.attempts, ...(st.previous ?? [])])
+        if (a.taskId === taskId) return { job: st.id, n: a.n };
+    }
+    return undefined;
+  }
+
+  /**
+   * `taskId` came back for this attempt though `holder` holds it: this attempt made no task it can
+   * know of (settled at 0, failed), and the holder's result is not to be trusted as its own (it
+   * fails too, once its task is settled at its cost; at once when it was stored already).
+   */
+  private async shareTask(
+    job: Job,
+    attempt: Attempt,
+    taskId: string,
+    holder: { job: string; n: number },
+  ): Promise<void> {
+    const error = {
+      code: "task_id_shared",
+      message: `the service answered the create of ${job.id} with task ${taskId}, which it had given to ${holder.job} already: neither can tell whose request it ran, so both fail; run with --retry-failed to create new tasks`,
+    };
+    this.shared.set(taskId, error);
+    await this.settle(job, attempt, 0, { error, fate: "failed" });
+    this.c.log.error(
+      { job: job.id, event: "task-id-shared", task_id: taskId, holder: holder.job },
+      error.message,
+    );
+    // A holder of an earlier run keeps what it stored then: its task was its own when it was made.
+    const other = this.state.jobs[holder.job];
+    const now = other?.attempts.find((a) => a.n === holder.n)?.campaign === this.state.campaign;
+    if (other && now && other.status === "stored") {
+      await this.c.journal.append({ t: "failed", id: holder.job, error }, { durable: true });
+      this.c.log.error({ job: holder.job, event: "task-id-shared", task_id: taskId }, error.message);
+    }
+    this.c.progress(job);
   }
 
   /** Never sent: nothing exists at the service, so the attempt is taken back. */
@@ -510,6 +572,15 @@ export class JobRunner {
       this.c.progress(job);
       return "done";
     }
+    const shared = this.shared.get(attempt.taskId);
+    if (shared) {
+      // Paid for (if it succeeded), never collected: whose request it ran cannot be told.
+      const cost = final.status === "succeeded" ? this.costOf(job, attempt, final) : 0;
+      await this.settle(job, attempt, cost, { error: shared, fate: "failed" });
+      this.c.log.error({ job: job.id, event: "task-id-shared", task_id: attempt.taskId }, shared.message);
+      this.c.progress(job);
+      return "done";
+    }
     if (final.status === "succeeded") {
       await this.succeeded(job, attempt, final);
       this.c.progress(job);
@@ -556,11 +627,14 @@ export class JobRunner {
   }
 
   /** Paid for (unless a replay): settled at its real cost, then collected. */
+  private costOf(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): number {
+    return job.kind === "video"
+      ? videoCost(job, final as VideoTask)
+      : this.speechCost(job, attempt, final as SpeechTask);
+  }
+
   private async succeeded(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): Promise<void> {
-    const cost =
-      job.kind === "video"
-        ? videoCost(job, final as VideoTask)
-        : this.speechCost(job, attempt, final as SpeechTask);
+    const cost = this.costOf(job, attempt, final);
     const replayed = this.isReplay(attempt, final.created_at);
     if (replayed) {
       this.c.log.warn(
@@ -737,15 +811,19 @@ export class JobRunner {
     };
     const trail = new DownloadTrail(COLLECT_BUDGET_MS);
     for (let tries = 1; ; tries++) {
-      if (!url) url = await freshUrl(this.c.clients, job, taskId, this.c.signal);
       try {
+        if (!url) url = await freshUrl(this.c.clients, job, taskId, this.c.signal);
         const http = this.c.clients.http;
         const written = await storeResult(http, this.c.sink, url, spec, this.c.signal, trail);
         await this.stored(job, task, written, n);
         return;
       } catch (error) {
-        // Too large is not cured by asking again; neither is an interrupt.
+        // Too large is not cured by asking again; neither is an interrupt, nor a task that cannot
+        // be read (the HTTP layer has retried that already).
         if (this.c.signal.aborted || error instanceof ResultTooLargeError) throw error;
+        if (url === undefined && !(error instanceof ResultUrlMissingError)) throw error;
+        if (error instanceof ResultUrlMissingError && tries >= COLLECT_TRIES)
+          throw new ResultUrlMissingError(`${error.message} (read ${tries} times)`);
         if (tries >= COLLECT_TRIES || trail.spent || error instanceof DownloadTimeUpError)
           throw givenUp(taskId, trail, error);
         // An expired or refused URL is fetched again through the task; a broken file is downloaded again.
@@ -753,10 +831,20 @@ export class JobRunner {
           error instanceof ClapperApiError &&
           (error.status === 403 || error.status === 404 || error.status === 410);
         if (expired || error instanceof MediaCheckError || error instanceof ResultUrlError) url = undefined;
+        const waitMs = COLLECT_PAUSE_MS * 2 ** (tries - 1);
         this.c.log.warn(
-          { job: job.id, event: "download-retry", error: errorInfo(error) },
-          "download failed; trying again",
+          {
+            job: job.id,
+            event: "download-retry",
+            try: tries,
+            next_delay_ms: waitMs,
+            error: errorInfo(error),
+          },
+          `the result of ${job.id} could not be stored (try ${tries} of ${COLLECT_TRIES}); trying again in ${waitMs / 1000} s`,
         );
+        // Spaced: a result host or a proxy that broke one transfer is given time to recover.
+        await sleep(waitMs, undefined, { signal: this.c.signal }).catch(() => undefined);
+        if (this.c.signal.aborted) throw this.c.signal.reason;
       }
     }
   }
@@ -815,7 +903,9 @@ export class JobRunner {
         ? "result_too_large"
         : error instanceof ResultUrlError
           ? "result_url_refused"
-          : "collect_failed";
+          : error instanceof ResultUrlMissingError
+            ? "result_url_missing"
+            : "collect_failed";
     const info = { code, message: errorInfo(error).message };
     // The result host or the store is down: every other result would fail the same way.
     if (unreachableStore(error)) this.c.unreachable?.(error);
@@ -854,7 +944,9 @@ function refused(error: unknown): boolean {
     (error instanceof ClapperApiError &&
       error.status !== undefined &&
       error.status < 500 &&
-      !(error instanceof RateLimitError))
+      // A 429 or a "busy" answer is "later"; a 2xx that cannot be read may have made the task.
+      !(error instanceof RateLimitError) &&
+      !(error instanceof ServiceError))
   );
 }
 
@@ -875,7 +967,7 @@ function collectionFailure(error: unknown): { code: string; message: string } | 
   if (error instanceof DownloadFailedError) {
     return {
       code: "download_failed",
-      message: `${error.message}; its points were spent: run again with --retry-failed to download it again`,
+      message: `${error.message}; its points were spent: the next run downloads it again, at no cost`,
     };
   }
   if (error instanceof MediaCheckError && !(error instanceof ResultTooLargeError))
@@ -973,18 +1065,28 @@ function speechBody(job: SpeechJob, voices: Map<string, VoiceRef>) {
   return { ...request, voice };
 }
 
+/**
+ * A succeeded task read without its result URL: a service between stages (the URL comes a moment
+ * later) or a result past its retention. Paid for either way: looked at again, never failed for it.
+ */
+export class ResultUrlMissingError extends Error {
+  override name = "ResultUrlMissingError";
+}
+
 async function freshUrl(clients: Clients, job: Job, taskId: string, signal: AbortSignal): Promise<string> {
   if (job.kind === "video") {
     // Ranked: the task succeeded and is paid for, so its fetch goes before queued creates.
     const task = await clients.video.getTask(taskId, { signal, rank: 1 });
     if (!task.content?.url)
-      throw new MediaCheckError(`task ${taskId} has no result URL (status ${task.status})`);
+      throw new ResultUrlMissingError(
+        `task ${taskId} (${job.id}) is ${task.status} but gave no result URL; its points are spent: the next run reads it again`,
+      );
     return task.content.url;
   }
   const task = await clients.speech.getTask(taskId, { signal });
   if (!task.output_url)
-    throw new MediaCheckError(
-      `task ${taskId} has no result URL (status ${task.status}); results are kept 7 days`,
+    throw new ResultUrlMissingError(
+      `task ${taskId} (${job.id}) is ${task.status} but gave no result URL (results are kept 7 days); its points are spent: the next run reads it again`,
     );
   return task.output_url;
 }

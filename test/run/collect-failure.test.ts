@@ -1,7 +1,8 @@
 // A result that cannot be downloaded (its URL answers HTTP 500 for ever) after its task succeeded
 // and was paid: the job fails with a reason a person can act on, after bounded tries, its points
-// counted as spent; the other jobs go on; a later --retry-failed downloads it again without a new
-// task; and a run killed during the tries resumes the download, never re-creating the task.
+// counted as spent; the other jobs go on; every later run downloads it again without a new task
+// (it stays failed while the host refuses); and a run killed during the tries resumes the download,
+// never re-creating the task.
 // The runner and the sandbox are separate processes (dist/): every check is made from outside.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -25,7 +26,7 @@ import {
 const RUN_FLAGS = ["--log-format", "json", "--poll-interval", "0.02"];
 const MEDIA = "GET /_media/videos/{file}";
 const FAILED =
-  /^the result of task (\S+) could not be downloaded after (\d+) tries \(HTTP 500 from 127\.0\.0\.1:\d+\); its points were spent: run again with --retry-failed to download it again$/;
+  /^the result of task (\S+) could not be downloaded after (\d+) tries \(HTTP 500 from 127\.0\.0\.1:\d+\); its points were spent: the next run downloads it again, at no cost$/;
 
 let sb: SandboxProcess;
 let counter = 0;
@@ -108,15 +109,21 @@ describe("a paid result that cannot be downloaded", () => {
     }
   }, 60_000);
 
-  it("stays failed on a plain run, and --retry-failed downloads it without a new task or new points", async () => {
-    await failResults(0);
+  it("a plain run downloads it again (still refused: still failed), and --retry-failed downloads it without a new task or new points", async () => {
     const stats = await sb.stats();
     const balance = await settledBalance(sb);
-    const media = await mediaRequests();
+    let media = await mediaRequests();
 
+    // The host still refuses: each paid result is tried again, no task is created, it stays failed.
     const plain = await run(ws).done;
     expect(plain.code, plain.messages.join("\n")).toBe(1);
-    expect(await mediaRequests()).toBe(media);
+    expect((await mediaRequests()) - media).toBeGreaterThanOrEqual(3 * 3);
+    expect(statsDelta(stats, await sb.stats()).createRequests).toBe(0);
+    expect(
+      (await readReport(ws)).jobs.filter((j) => j.status === "failed").map((j) => j.error?.code),
+    ).toEqual(["download_failed", "download_failed", "download_failed"]);
+    await failResults(0);
+    media = await mediaRequests();
 
     // A cap of exactly what the run has spent: fetching paid results again costs nothing more, so
     // the run is admitted (it was refused with exit 3 when a re-download was costed as new work).

@@ -12,7 +12,7 @@
 //
 // HOSTILE_WITHOUT_NEW_FLAGS=1 leaves out --give-up-after, --max-result-mb and --allow-private-urls
 // (refused as unknown by a CLI that does not have them yet), to see what such a CLI does otherwise.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { beforeAll, describe, type ExpectStatic, expect, it } from "vitest";
 import type { Report, ReportJob, ReportJobStatus } from "../../src/pipeline/report.js";
@@ -378,6 +378,18 @@ function downloadsOf(svc: HostileService, id: string) {
   });
 }
 
+/** The account's points summary, asked of the sandbox directly. */
+async function balanceOf(svc: HostileService): Promise<{ total_points: number; reserved_points: number }> {
+  for (let i = 0; ; i++) {
+    const res = await fetch(`${svc.sandbox.url}/vid/v2/query/point_usage_summary`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    const b = (await res.json()) as { total_points: number; reserved_points: number };
+    if (b.reserved_points === 0 || i > 100) return b;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 const echo = (authorization: string | undefined, what: string) =>
   `${what}: the request with Authorization: ${authorization ?? "(none)"} was refused upstream`;
 
@@ -497,13 +509,16 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
         };
         await withCase(`hostile-${c.label}`, mutator, async (svc, ws) => {
           const r = await runClapper(svc, ws);
-          await checkRun(expect, ws, r, {
+          const first = await checkRun(expect, ws, r, {
             label: c.label,
             exit: 1,
             broken: Object.fromEntries(c.jobs.map((id) => [id, EXPECT[c.label]])),
           });
           for (const id of c.jobs)
             expect(downloadsOf(svc, id).length, `${id}: ${c.served}`).toBeGreaterThan(0);
+          // Paid for: the next run downloads the same tasks' results again, and creates nothing.
+          svc.proxy.mutate(undefined);
+          await checkResume(expect, svc, ws, first, c.jobs, { label: `${c.label}, resumed honest` });
         });
       },
       CASE_TIMEOUT_MS,
@@ -712,6 +727,112 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
         } finally {
           await watch.close();
         }
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'a create answered "system busy" (HTTP 200, a RetCode) is sent again with its key: one task, paid once',
+    async ({ expect }) => {
+      const busy = { replied: 0, forwarded: 0 };
+      const answer = { RetCode: 50301, Message: "system busy, please retry later", request_uuid: "req-busy" };
+      const creates = new Map<string, number>();
+      const mutator: Mutator = {
+        request(ctx: RequestCtx) {
+          const id = ctx.kind === "create" ? JOBS.find((j) => is(ctx, j)) : undefined;
+          if (!id) return undefined;
+          const n = (creates.get(id) ?? 0) + 1;
+          creates.set(id, n);
+          // s01 and n01, twice: refused before any work; s02 once: the task made, "busy" all the same.
+          if ((id === "shot/s01" || id === "line/n01") && n <= 2) {
+            busy.replied += 1;
+            return { reply: { status: 200, json: answer } };
+          }
+          if (id === "shot/s02" && n === 1) {
+            busy.forwarded += 1;
+            return { forwardThen: { status: 200, json: answer } };
+          }
+          return undefined;
+        },
+      };
+      await withCase("hostile-busy", mutator, async (svc, ws) => {
+        const before = await balanceOf(svc);
+        const r = await runClapper(svc, ws);
+        const report = await checkRun(expect, ws, r, { label: "busy", exit: 0, broken: {} });
+        expect(busy, "creates answered busy").toEqual({ replied: 4, forwarded: 1 });
+        expect((await svc.stats()).tasks_created, "one task per job").toEqual({ video: 3, speech: 3 });
+        expect(before.total_points - (await balanceOf(svc)).total_points).toBe(report.points.spent);
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    "a succeeded task read without its result URL is read again; one that never gives it is left paid, and collected later with no new task",
+    async ({ expect }) => {
+      const mutator: Mutator = {
+        task(t: Record<string, unknown>, ctx: TaskCtx) {
+          if (t.status !== "succeeded") return undefined;
+          // s02: the URL comes with the third look; n02: never, while the proxy is like this.
+          const late = is(ctx, "shot/s02") && ctx.count <= 2;
+          if (!late && !is(ctx, "line/n02")) return undefined;
+          return ctx.service === "video" ? { ...t, content: { url: "" } } : { ...t, output_url: "" };
+        },
+      };
+      await withCase("hostile-no-url", mutator, async (svc, ws) => {
+        const r = await runClapper(svc, ws);
+        const first = await checkRun(expect, ws, r, {
+          label: "no result URL",
+          exit: 1,
+          broken: { "line/n02": { statuses: ["pending"], codes: ["result_url_missing"] } },
+        });
+        expect(job(first, "line/n02").points, "n02 is paid for").toBeGreaterThan(0);
+        svc.proxy.mutate(undefined);
+        await checkResume(expect, svc, ws, first, ["line/n02"], { label: "no result URL, resumed honest" });
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    "two creates answered with one task id: both jobs fail saying so, the run ends 1 with its report, no lock left",
+    async ({ expect }) => {
+      let current: HostileService | undefined;
+      const mutator: Mutator = {
+        request(ctx: RequestCtx) {
+          if (ctx.kind !== "create" || !is(ctx, "shot/s02")) return undefined;
+          // s02's create is answered with s01's task (nothing is made for it); until s01 has one,
+          // with a 503 that the client tries again.
+          const s01 = [...(current?.proxy.tasks.values() ?? [])].find((t) => is({ task: t }, "shot/s01"));
+          if (!s01) return { reply: { status: 503, json: errorBody(503, "busy", "wait") } };
+          return { reply: { status: 200, json: { task_id: s01.id } } };
+        },
+      };
+      await withCase("hostile-same-id", mutator, async (service, ws) => {
+        current = service;
+        const before = await balanceOf(service);
+        const r = await cli([...runArgs(ws), "--json"], {
+          cwd: ws.dir,
+          env: { CLAPPER_BASE_URL: service.url, CLAPPER_API_KEY: KEY, CLAPPER_RETRY_BASE_MS: "5" },
+          killAfterMs: RUN_LIMIT_MS,
+        }).done;
+        expectEnded(r, "same id");
+        expect(r.code, describeRun(r)).toBe(1);
+        const report = await readReport(ws);
+        expect(JSON.parse(r.stdout), "stdout holds the report, as report.json does").toEqual(report);
+        const s01 = job(report, "shot/s01");
+        for (const id of ["shot/s01", "shot/s02"]) {
+          const j = job(report, id);
+          expect(j.status, `${id}: ${JSON.stringify(j.error)}`).toBe("failed");
+          expect(j.error?.code).toBe("task_id_shared");
+          expect(j.error?.message).toContain(s01.task_id as string);
+        }
+        expect(s01.output, "a result that cannot be told to be s01's is not its output").toBeNull();
+        for (const id of ["shot/s03", ...LINE_IDS]) expect(job(report, id).status).toBe("succeeded");
+        // The one task that exists was followed and paid: the report counts what the balance lost.
+        expect(before.total_points - (await balanceOf(service)).total_points).toBe(report.points.spent);
+        expect(existsSync(`${ws.statePath}.lock`), "the lock is released").toBe(false);
       });
     },
     CASE_TIMEOUT_MS,

@@ -194,6 +194,7 @@ function jobRunner(
       : {}),
     name: opened.located.manifest.name,
     maxAttempts: options.maxAttempts ?? 2,
+    ...(options.retryFailed ? { retryFailed: true } : {}),
     ...(options.maxResultBytes !== undefined ? { maxResultBytes: options.maxResultBytes } : {}),
     skillIds: prepared.skillIds,
     voiceRefs: prepared.voiceRefs,
