@@ -7,6 +7,7 @@ import {
   AbortedError,
   AuthenticationError,
   BusinessError,
+  BusyError,
   ClapperApiError,
   ConflictError,
   ConnectionError,
@@ -15,6 +16,7 @@ import {
   HttpClient,
   type HttpClientOptions,
   InsufficientPointsError,
+  isUnavailable,
   NotFoundError,
   PermissionError,
   paginate,
@@ -405,6 +407,64 @@ describe("HttpClient retries", () => {
     const http = client(s.url, { policies: { read: { ...FAST, maxRetries: 0 } } });
     await expect(read(http)).rejects.toBeInstanceOf(ServiceError);
     expect(s.hits).toHaveLength(1);
+  });
+
+  it('a create answered "busy" (HTTP 200 with a RetCode) is sent again with the same key; an unknown refusal is not', async () => {
+    const busy = {
+      status: 200,
+      json: { RetCode: 50301, Message: "system busy, please retry", request_uuid: "u1" },
+    };
+    const s = await server(
+      sequence(busy, { status: 200, json: { RetCode: 1, Message: "系统繁忙" } }, ok({ task_id: "t1" })),
+    );
+    const http = client(s.url);
+    const create = () =>
+      http.request({
+        method: "POST",
+        path: "/create",
+        body: { x: 1 },
+        schema: Created,
+        policy: "create",
+        idempotencyKey: "key-1",
+        what: "create thing",
+      });
+    await expect(create()).resolves.toEqual({ task_id: "t1" });
+    expect(s.hits.map((h) => h.headers["idempotency-key"])).toEqual(["key-1", "key-1", "key-1"]);
+    // Busy for ever: unavailable after the retries (a run stops for it, exit 6), not a refusal.
+    const always = await server(() => busy);
+    const e = await failure(
+      client(always.url).request({
+        method: "POST",
+        path: "/c",
+        body: {},
+        schema: Created,
+        policy: "create",
+        idempotencyKey: "k",
+        what: "create thing",
+      }),
+    );
+    expect(e).toBeInstanceOf(BusyError);
+    expect(isUnavailable(e)).toBe(true);
+    expect(always.hits).toHaveLength(FAST.maxRetries + 1);
+    // A refusal in words the client does not know is answered once: it is not "later".
+    const refused = await server(() => ({
+      status: 200,
+      json: { RetCode: 40011, Message: "voice id rejected" },
+    }));
+    const r = await failure(
+      client(refused.url).request({
+        method: "POST",
+        path: "/c",
+        body: {},
+        schema: Created,
+        policy: "create",
+        idempotencyKey: "k",
+        what: "create thing",
+      }),
+    );
+    expect(r).toBeInstanceOf(BusinessError);
+    expect(r).not.toBeInstanceOf(BusyError);
+    expect(refused.hits).toHaveLength(1);
   });
 
   it("a dropped connection every time ends in a ConnectionError after the retries", async () => {
