@@ -210,6 +210,14 @@ function classifyApi(error: ClapperApiError, ctx: ClassifyContext): Classified {
       message: `${who} refuses service (HTTP ${error.status}) after every retry: ${error.message}; run again later`,
     };
   }
+  // An answer its specification does not allow (a shape or a value no service gives): the service's
+  // fault, not the command's; nothing the user changes cures it, a later answer may.
+  if (isA(error, "ServiceError")) {
+    return {
+      code: 6,
+      message: `${who} gave an answer its specification does not allow: ${error.message}; run again once it answers as documented`,
+    };
+  }
   if (isA(error, "InsufficientPointsError")) return { code: 3, message: error.message };
   // A reference audio file the service would refuse: the user's file, checked before any upload.
   if (isA(error, "ReferenceAudioError")) return { code: 2, message: error.message };

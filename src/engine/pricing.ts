@@ -1,14 +1,19 @@
 // Speech prices as the service states them. The plan prices every line once; during the run the
 // price is read again (before each create when a points cap must hold exactly, and whenever a task's
 // own `point_cost` shows it moved), and an answer no sane price list gives is refused, not used.
+import { ServiceError } from "../api/errors.js";
 import type { Pricing } from "../api/speech.js";
 import { speechPoints } from "../api/speech.js";
 
 /** Points per 10 counted characters above which a price is taken for a fault, not a price. */
 export const MAX_SPEECH_PRICE = 10_000;
 
-export class PriceError extends Error {
+/** A pricing answer no sane price list gives: the service's fault, not the manifest's (exit 6). */
+export class PriceError extends ServiceError {
   override name = "PriceError";
+  constructor(message: string) {
+    super(message, undefined, undefined, undefined);
+  }
 }
 
 export interface SpeechPrice {
@@ -17,10 +22,15 @@ export interface SpeechPrice {
   version: number;
 }
 
-/** The price a pricing answer states, or a PriceError saying why it cannot be used. */
+/** Speech billing is off for the account: a state of the account, said like a problem of the plan. */
+export class SpeechDisabledError extends Error {
+  override name = "SpeechDisabledError";
+}
+
+/** The price a pricing answer states, or why it cannot be used (SpeechDisabledError, PriceError). */
 export function priceFrom(pricing: Pricing): SpeechPrice {
   if (!pricing.enabled)
-    throw new PriceError("speech billing is disabled on the service: no speech task can be created");
+    throw new SpeechDisabledError("speech billing is disabled on the service: no speech task can be created");
   const perTen = pricing.costs.text_to_speech;
   if (!Number.isInteger(perTen) || perTen < 0 || perTen > MAX_SPEECH_PRICE) {
     throw new PriceError(

@@ -4,7 +4,7 @@ import { setMaxListeners } from "node:events";
 import { copyFile, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
-import { ConnectionError, isUnavailable } from "../api/index.js";
+import { ConnectionError, isUnavailable, ServiceError } from "../api/index.js";
 import { redactDeep } from "../api/redact.js";
 import type { VideoTask } from "../api/video.js";
 import { Journal } from "../engine/journal.js";
@@ -186,6 +186,15 @@ export class RunContext {
     if (!this.signal.aborted && isUnavailable(error)) this.halt.unreachable(error);
     if (this.signal.aborted) {
       return { ...this.stoppedEarly(statePath), message: this.halt.message ?? "interrupted" };
+    }
+    // A service's answer its specification does not allow (a malformed pricing answer): the
+    // service's fault, exit 6, state saved; never taken for a bug of clapper's, nor the manifest's.
+    if (error instanceof ServiceError) {
+      return {
+        exitCode: 6,
+        message: `a service gave an answer its specification does not allow: ${error.message}; state saved; run again once it answers as documented`,
+        ...(statePath ? { statePath } : {}),
+      };
     }
     throw error;
   }

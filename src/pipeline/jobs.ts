@@ -30,7 +30,7 @@ import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
 import { DownloadFailedError, DownloadTimeUpError, DownloadTrail, storeResult } from "../engine/collect.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
-import { linePoints, PriceError, type SpeechPricer } from "../engine/pricing.js";
+import { linePoints, PriceError, SpeechDisabledError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
 import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState } from "../engine/state.js";
 import {
@@ -360,7 +360,7 @@ export class JobRunner {
         if (this.submitSignal.aborted) return undefined;
         if (isUnavailable(error)) this.c.unavailable?.(error);
         const why =
-          error instanceof PriceError
+          error instanceof PriceError || error instanceof SpeechDisabledError
             ? error.message
             : `the speech price could not be read (${errorInfo(error).message})`;
         this.stopSubmitting(`${why}; new submissions stopped`, true);

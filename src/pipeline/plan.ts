@@ -5,7 +5,7 @@ import type { PointsSummary } from "../api/common.js";
 import type { Clients } from "../api/index.js";
 import { speechPoints } from "../api/speech.js";
 import type { ResolutionTier } from "../api/video.js";
-import { PriceError, priceFrom } from "../engine/pricing.js";
+import { PriceError, priceFrom, SpeechDisabledError } from "../engine/pricing.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
 import { traceStart } from "../trace.js";
@@ -49,6 +49,9 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
   // is read (offline, its lines priced once the price is known), the voices and the skills as soon
   // as it is read. A failure is the one it was when they were asked one after another.
   const asked = readPrices(options, call);
+  // Handled now, not only once the manifest is read: a refusal that comes first (a malformed
+  // pricing answer) would otherwise be an unhandled rejection, which ends the process.
+  asked.catch(() => undefined);
   let unpriced: LoadedManifest;
   try {
     unpriced =
@@ -66,7 +69,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
           call,
         )
       : Promise.resolve([]);
-  const [{ speechPrice, balance, serviceProblems, optionProblems }, found] = await allInOrder([
+  const [{ speechPrice, balance, priceFault, speechOff, optionProblems }, found] = await allInOrder([
     asked,
     checked,
   ] as const);
@@ -76,7 +79,10 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
   const errors = [...optionProblems, ...loaded.errors];
   let omittedErrors = (loaded.omitted?.errors ?? 0) + keepBounded(errors, found);
   const lines = loaded.jobs.filter((j) => j.kind === "speech");
-  if (lines.length > 0) omittedErrors += keepBounded(errors, serviceProblems);
+  // A price the service states that cannot be used is its fault, not the manifest's: said once the
+  // manifest itself is sound (exit 6), and only when there are lines to price.
+  if (lines.length > 0) omittedErrors += keepBounded(errors, speechOff);
+  if (lines.length > 0 && priceFault && errors.length === 0) throw priceFault;
 
   const { video, speech, byResolution, countedChars } = tally(loaded.jobs);
   speechPrice.countedChars += countedChars;
@@ -107,8 +113,10 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
 interface Prices {
   speechPrice: PlanResult["speechPrice"];
   balance: PointsSummary | undefined;
-  /** A price the service gave that cannot be used: a problem only for a manifest with lines. */
-  serviceProblems: Problem[];
+  /** A price the service gave that cannot be used: a fault only for a manifest with lines. */
+  priceFault?: PriceError;
+  /** Speech billing is off for the account: a problem only for a manifest with lines. */
+  speechOff: Problem[];
   optionProblems: Problem[];
 }
 
@@ -117,8 +125,8 @@ async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }):
   const prices: Prices = {
     speechPrice: { value: null, source: "unknown", countedChars: 0 },
     balance: undefined,
-    serviceProblems: [],
     optionProblems: [],
+    speechOff: [],
   };
   if (options.clients) {
     // One read answers both: the balance is the account's, shared by the services, and the speech
@@ -129,14 +137,17 @@ async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }):
     try {
       prices.speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
     } catch (error) {
-      if (!(error instanceof PriceError)) throw error;
-      prices.serviceProblems.push({
-        severity: "error",
-        file: options.manifest,
-        line: 0,
-        field: "",
-        message: error.message,
-      });
+      if (error instanceof SpeechDisabledError) {
+        prices.speechOff.push({
+          severity: "error",
+          file: options.manifest,
+          line: 0,
+          field: "",
+          message: error.message,
+        });
+      } else if (error instanceof PriceError) {
+        prices.priceFault = new PriceError(`the speech service's pricing cannot be used: ${error.message}`);
+      } else throw error;
     }
   } else if (options.speechPrice !== undefined) {
     if (Number.isFinite(options.speechPrice) && options.speechPrice >= 0) {

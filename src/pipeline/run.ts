@@ -6,6 +6,7 @@
 //   prepare    skills, voices, what dead writers left in the store     (stages/prepare.ts)
 //   execute    every job's life under the limits (src/pipeline/jobs.ts) (stages/execute.ts)
 //   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
+import { ClapperApiError } from "../api/index.js";
 import { ServiceGate } from "../engine/limiter.js";
 import { RunContext } from "./context.js";
 import { ProgressFeed } from "./feed.js";
@@ -50,10 +51,19 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     );
     return outcome;
   } catch (error) {
-    // A bug: the CLI exits 70; the log still says how the run ended.
+    // A service's refusal is said by the CLI with its own exit code; only a bug is exit 70. The
+    // log says which, and never an exit code the process will not end with.
+    const refusal = error instanceof ClapperApiError;
     options.logger.error(
-      { event: "run-finished", status: "crashed", exit_code: 70, duration_ms: Date.now() - startedAt },
-      `run finished by an internal error: ${errorInfo(error).message}`,
+      {
+        event: "run-finished",
+        status: refusal ? "stopped" : "crashed",
+        ...(refusal ? {} : { exit_code: 70 }),
+        duration_ms: Date.now() - startedAt,
+      },
+      refusal
+        ? `run stopped: ${errorInfo(error).message}`
+        : `run finished by an internal error: ${errorInfo(error).message}`,
     );
     throw error;
   } finally {

@@ -837,4 +837,53 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
     },
     CASE_TIMEOUT_MS,
   );
+
+  it(
+    "a pricing answer no service gives (2^53, 1e300, negative, a fraction): exit 6 naming the service, nothing sent, the log agreeing",
+    async ({ expect }) => {
+      let price = 0;
+      const mutator: Mutator = {
+        request(ctx: RequestCtx) {
+          if (ctx.path !== "/audio/v1/pricing") return undefined;
+          const balance = { total_points: 100000, reserved_points: 0, available_points: 100000 };
+          const body = {
+            enabled: true,
+            pricing_version: 1,
+            unit_characters: 10,
+            costs: { text_to_speech: price },
+            balance,
+          };
+          return { reply: { status: 200, json: body } };
+        },
+      };
+      await withCase("hostile-pricing", mutator, async (svc, ws) => {
+        const env = { CLAPPER_BASE_URL: svc.url, CLAPPER_API_KEY: KEY, CLAPPER_RETRY_BASE_MS: "5" };
+        for (const p of [2 ** 53, 1e300, -5, 3.5]) {
+          price = p;
+          const before = await svc.stats();
+          const run = await cli([...runArgs(ws), "--json"], { cwd: ws.dir, env, killAfterMs: RUN_LIMIT_MS })
+            .done;
+          const said = `${p}: ${describeRun(run)}`;
+          expect(run.code, said).toBe(6);
+          const answer = JSON.parse(run.stdout) as { error: { code: number; message: string } };
+          expect(answer.error.code, said).toBe(6);
+          expect(answer.error.message, said).toMatch(/answer its specification does not allow/);
+          expect(answer.error.message, said).not.toMatch(/internal error|\.yaml:/);
+          // The log's last word says the exit code the process ends with.
+          const finished = run.events.filter((e) => e.event === "run-finished");
+          expect(
+            finished.map((e) => e.exit_code),
+            said,
+          ).toEqual([6]);
+          expect((await svc.stats()).tasks_created, said).toEqual(before.tasks_created);
+          const plan = await cli(["plan", ws.manifest, "--json"], { cwd: ws.dir, env }).done;
+          expect(plan.code, `plan ${said}`).toBe(6);
+          expect(JSON.parse(plan.stdout).error.message).toMatch(
+            /^the (speech )?service at .* does not allow: .*speech/,
+          );
+        }
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
 });

@@ -81,8 +81,10 @@ describe("money", () => {
     const manifest = await w.manifest({ lines: lines.map(({ shot: _, ...l }) => l) });
     await price(s, 50_000);
     const { outcome } = await runIn(s, manifest);
-    expect(outcome.exitCode).toBe(2);
-    expect(outcome.errors?.map((e) => e.message).join("\n")).toMatch(/speech price of 50000.*refused/);
+    // The service's fault (exit 6), not the manifest's (exit 2): nothing in the manifest is wrong.
+    expect(outcome.exitCode).toBe(6);
+    expect(outcome.errors ?? []).toEqual([]);
+    expect(outcome.message).toMatch(/speech price of 50000.*refused/);
     expect(created(await s.stats())).toBe(0);
   });
 
