@@ -357,10 +357,17 @@ abstract class Poller<T> {
         );
         return;
       }
-      // Tried again a little later, never later than the give-up moment.
-      const wait = Math.min(this.options.maxIntervalMs / 4, Math.max(this.options.minIntervalMs, 250));
-      entry.dueAt = now + Math.min(wait, entry.failingSince + this.options.giveUpMs - now);
+      // Tried again later each time (an answer that cannot be read now is rarely readable a moment
+      // later), up to the longest interval, and never later than the give-up moment.
+      entry.dueAt =
+        now + Math.min(this.failureWait(entry.failures), entry.failingSince + this.options.giveUpMs - now);
     }
+  }
+
+  /** The wait after the nth failed look in a row: doubling from the shortest interval. */
+  protected failureWait(failures: number): number {
+    const first = Math.max(this.options.minIntervalMs, 250);
+    return Math.min(this.options.maxIntervalMs, first * 2 ** Math.min(20, Math.max(0, failures - 1)));
   }
 
   private async pollOne(entry: Entry<T>): Promise<void> {

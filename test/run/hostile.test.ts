@@ -634,6 +634,16 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
         });
         expect(unreadable.unknown, "tasks were answered with an unknown status").toBeGreaterThan(0);
         expect(unreadable.invalid, "tasks were answered with invalid JSON").toBeGreaterThan(0);
+        // Looked at less and less often (doubling from 0.25 s: about 5 looks in 2 s, against 8 or more
+        // at a steady pace), and said in a few lines with a count (a line per failure before).
+        const polls = svc.proxy.hits.filter((h) => h.kind === "poll" && h.status !== undefined);
+        for (const id of ["shot/s01", "shot/s02", "line/n01", "line/n02"]) {
+          const mine = polls.filter((h) => h.taskId && is({ task: svc.proxy.tasks.get(h.taskId) }, id));
+          expect.soft(mine.length, `single looks at ${id} in ~2 s`).toBeLessThanOrEqual(6);
+        }
+        const lines = r.events.filter((e) => e.event === "poll-failed");
+        expect.soft(lines.length, "poll-failed lines").toBeLessThanOrEqual(20);
+        expect.soft(lines.every((e) => typeof e.failures === "number")).toBe(true);
         // It gave up after --give-up-after, not at once.
         if (!LEGACY)
           expect.soft(Date.now() - started, "the run followed the tasks ~2 s").toBeGreaterThan(1500);

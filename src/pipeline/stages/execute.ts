@@ -146,13 +146,22 @@ function pollers(ctx: RunContext): { video: VideoPoller; speech: SpeechPoller } 
   const track = { ...DEFAULT_TRACK_OPTIONS, ...options.track };
   // With callbacks, a video task is looked at only now and then: the callbacks bring the news.
   const videoTrack = options.callback ? { ...track, minIntervalMs: track.minIntervalMs * 10 } : track;
+  let listFailures = 0;
   const trouble = (taskId: string, error: unknown, failures: number) => {
-    ctx.log.warn(
-      { event: "poll-failed", task_id: taskId, failures, error: errorInfo(error) },
-      "a look at a task failed; trying again",
-    );
+    const list = taskId === "(list)";
+    const n = list ? ++listFailures : failures;
+    // One line at the 1st, 2nd, 4th, 8th... failure of a task (or of the lists), with the count: a
+    // task unreadable for ten minutes is a dozen lines, not thousands.
+    if ((n & (n - 1)) === 0) {
+      ctx.log.warn(
+        { event: "poll-failed", task_id: taskId, failures: n, error: errorInfo(error) },
+        list
+          ? `a list of tasks could not be read (${n} ${n === 1 ? "time" : "times"} so far); the tasks are looked at one by one`
+          : `task ${taskId} could not be read (${n} failed ${n === 1 ? "look" : "looks"} in a row); looking again later, less often`,
+      );
+    }
     // A list that fails falls back to looks at single tasks, which decide.
-    if (taskId !== "(list)") ctx.unavailable(error);
+    if (!list) ctx.unavailable(error);
   };
   const video = new VideoPoller(options.clients.video, videoTrack, ctx.stop.signal, trouble);
   const speech = new SpeechPoller(options.clients.speech, track, ctx.stop.signal, trouble);
