@@ -199,6 +199,15 @@ export function errorFromResponse(
       return new RateLimitError(`${what}: rate limited (HTTP 429)${detail}`, status, id, code, retryAfterMs);
     case status >= 500:
       return new ServiceError(`${what}: service error (HTTP ${status})${detail}`, status, id, code, wait);
+    case status >= 300 && status < 400:
+      // A redirect is never followed: a result URL or an endpoint must answer where it was given
+      // (a redirect could lead a download, and its signature, anywhere).
+      return new ClapperApiError(
+        `${what}: HTTP ${status}, a redirect, which is not followed (the answer must come from the address given)${detail}`,
+        status,
+        id,
+        code,
+      );
     default:
       return new ClapperApiError(`${what}: HTTP ${status}${detail}`, status, id, code);
   }

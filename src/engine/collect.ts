@@ -52,17 +52,58 @@ export async function storeResult(
   });
   // One pass over the bytes measures the rate and checks the container: a stream per concern
   // cost more than the check itself.
-  const body = joined(res.body, rateFloor(spec.id, RATE_GRACE_MS, MIN_BYTES_PER_SECOND, check));
-  const written = await sink.write(spec.key, body, {
-    ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
-    contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
-    metadata: spec.metadata,
-    signal,
-    // Every byte has passed through the check by now; this throws if any check failed.
-    check: async () => void check.result(),
+  let received = 0;
+  res.body.on("data", (chunk: Buffer) => {
+    received += chunk.length;
   });
+  const body = joined(res.body, rateFloor(spec.id, RATE_GRACE_MS, MIN_BYTES_PER_SECOND, check));
+  let written: Written;
+  try {
+    written = await sink.write(spec.key, body, {
+      ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
+      contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
+      metadata: spec.metadata,
+      signal,
+      // Every byte has passed through the check by now; this throws if any check failed.
+      check: async () => void check.result(),
+    });
+  } catch (error) {
+    throw brokenTransfer(error, spec, new URL(url).host, received, res.contentLength, signal);
+  }
   // The media's own length: what a shot timed to its narration is fitted to.
   return { ...written, seconds: check.result().seconds };
+}
+
+/**
+ * A transfer that broke off (the connection closed or reset under the body): which result, from
+ * which host, after how many bytes. The cause is kept, so a store or network code is still seen.
+ */
+export class ResultTransferError extends Error {
+  override name = "ResultTransferError";
+}
+
+/** What a failed write of a result is said as: a broken connection named, anything else as it came. */
+function brokenTransfer(
+  error: unknown,
+  spec: ResultSpec,
+  host: string,
+  received: number,
+  declared: number | undefined,
+  signal: AbortSignal,
+): unknown {
+  // The result's own faults (broken, too large, too slow) and the store's already say what they are.
+  const name = (error as Error | undefined)?.name ?? "";
+  const connection =
+    /^(SocketError|BodyTimeoutError)$/.test(name) ||
+    /ERR_STREAM_PREMATURE_CLOSE|ECONNRESET|EPIPE|UND_ERR_SOCKET/.test(
+      String((error as { code?: unknown })?.code ?? ""),
+    );
+  if (signal.aborted || !connection) return error;
+  const of = declared !== undefined ? ` of ${declared.toLocaleString("en-US")}` : "";
+  return new ResultTransferError(
+    `${spec.id}: the download of its result from ${host} broke off after ${received.toLocaleString("en-US")}${of} bytes (${(error as Error).message})`,
+    { cause: error },
+  );
 }
 
 /** A result that trickles in: each chunk within the idle timeout, the whole far too slow. */

@@ -9,7 +9,14 @@ import { redactDeep } from "../api/redact.js";
 import type { Job } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import type { Sink } from "../sinks/sink.js";
-import { countJobs, type Report, type ReportJob, reportsFolder, type ShardSummary } from "./report.js";
+import {
+  countJobs,
+  type Report,
+  type ReportJob,
+  reportsFolder,
+  type ShardSummary,
+  statusOver,
+} from "./report.js";
 import { MAX_SHARDS, type Shard, shardOf } from "./shard.js";
 
 /** A shard's report.json: 2,000 jobs take about 1.5 MB; anything far larger is not one of ours. */
@@ -162,10 +169,11 @@ function summary(sink: Sink, shard: Shard, r: ShardReport | undefined): ShardSum
 
 /** The run's status over the shards: as a single run's is over its jobs. */
 function mergedStatus(reports: ReadonlyArray<ShardReport | undefined>, jobs: readonly ReportJob[]) {
-  if (reports.some((r) => r?.run.status === "interrupted")) return "interrupted" as const;
   const planned = jobs.filter((j) => j.error?.code !== "removed_from_manifest");
-  const done = planned.filter((j) => j.status === "succeeded" || j.status === "skipped").length;
-  return done === planned.length ? "succeeded" : done === 0 ? "failed" : "partial";
+  return statusOver(
+    planned,
+    reports.some((r) => r?.run.status === "interrupted"),
+  );
 }
 
 function earliest(values: ReadonlyArray<string | null | undefined>): string | null {

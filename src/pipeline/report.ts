@@ -328,12 +328,21 @@ function runStatus(
 ): Report["run"]["status"] {
   const selected = input.selected ? new Set(input.selected) : undefined;
   const considered = jobs.filter((j) => (selected ? selected.has(j.id) : planned.has(j.id)));
-  const done = considered.filter((j) => j.status === "succeeded" || j.status === "skipped").length;
-  return input.interrupted
+  return statusOver(considered, input.interrupted);
+}
+
+/**
+ * A run's status over the jobs it is about. "failed" only when nothing was done and something did
+ * fail: jobs still pending (tasks left to follow, results left to collect) are unfinished work.
+ */
+export function statusOver(jobs: readonly ReportJob[], interrupted: boolean): Report["run"]["status"] {
+  const done = jobs.filter((j) => j.status === "succeeded" || j.status === "skipped").length;
+  const ended = jobs.filter((j) => j.status === "failed" || j.status === "cancelled").length;
+  return interrupted
     ? "interrupted"
-    : done === considered.length
+    : done === jobs.length
       ? "succeeded"
-      : done === 0
+      : done === 0 && ended > 0
         ? "failed"
         : "partial";
 }

@@ -896,4 +896,26 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
     },
     CASE_TIMEOUT_MS,
   );
+
+  it(
+    "a transfer broken off names the job, the host and the bytes; the next run downloads it with no new task",
+    async ({ expect }) => {
+      const mutator: Mutator = {
+        media: (ctx) => (is(ctx, "shot/s01") ? { cut: 1500 } : undefined),
+      };
+      await withCase("hostile-cut", mutator, async (svc, ws) => {
+        const r = await runClapper(svc, ws);
+        expectEnded(r, "cut");
+        const report = await readReport(ws);
+        const s01 = job(report, "shot/s01");
+        expect(s01.status, JSON.stringify(s01.error)).not.toBe("succeeded");
+        expect(s01.error?.message).toMatch(
+          /^shot\/s01: the download of its result from 127\.0\.0\.1:\d+ broke off after 1,500 of [\d,]+ bytes \(/,
+        );
+        svc.proxy.mutate(undefined);
+        await checkResume(expect, svc, ws, report, ["shot/s01"], { label: "cut, resumed honest" });
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
 });
