@@ -2,7 +2,17 @@
 // and renamed into place when complete, hashed and counted on the way. Temporary files left by a
 // writer that was killed are removed when the next writer first writes into their folder.
 import { createHash, randomBytes } from "node:crypto";
-import { type FileHandle, mkdir, open, readdir, rename, stat, unlink, writeFile } from "node:fs/promises";
+import {
+  type FileHandle,
+  mkdir,
+  open,
+  readdir,
+  rename,
+  rmdir,
+  stat,
+  unlink,
+  writeFile,
+} from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
@@ -412,22 +422,44 @@ export class LocalSink implements Sink {
       await mkdir(this.root, { recursive: true });
       await writeFile(probe, "");
       await unlink(probe);
-    } catch (error) {
+    } catch (caught) {
       await unlink(probe).catch(() => undefined);
+      const error =
+        (caught as NodeJS.ErrnoException).code === "ENOENT" ? await whyMissing(this.root, caught) : caught;
       const code = (error as NodeJS.ErrnoException).code;
+      // What the system said, in words and by its code, then what to do.
       const why =
         code === "EACCES" || code === "EPERM"
-          ? "permission denied: give this user write access or choose another folder with --output"
+          ? `permission denied, ${code}: give this user write access or choose another folder with --output`
           : code === "EROFS"
-            ? "the file system is read-only: choose another folder with --output"
+            ? "read-only file system, EROFS: choose another folder with --output"
             : code === "ENOSPC"
-              ? "the disk is full"
+              ? "no space left on the device, ENOSPC"
               : code === "ENOTDIR" || code === "EEXIST"
-                ? "a file stands where a folder is needed"
+                ? `a file stands where a folder is needed, ${code}`
                 : (code ?? (error as Error).message);
       throw new OutputError(`the output folder ${this.root} is not writable (${why})`, false, {
         cause: error,
       });
     }
+  }
+}
+
+/**
+ * Why a folder that `mkdir -p` could not make is missing. Node's recursive mkdir reports ENOENT
+ * when a parent cannot be made, whatever the system said of that parent (EROFS on a read-only
+ * mount, EACCES): the nearest existing ancestor is asked directly, so the message says what the
+ * system said. The first error when the ancestor can be written after all.
+ */
+async function whyMissing(folder: string, first: unknown): Promise<unknown> {
+  let at = dirname(folder);
+  while ((await stat(at).catch(() => undefined)) === undefined && dirname(at) !== at) at = dirname(at);
+  const trial = join(at, `.clapper-probe-${process.pid}-${randomBytes(4).toString("hex")}`);
+  try {
+    await mkdir(trial);
+    await rmdir(trial).catch(() => undefined);
+    return first;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ? error : first;
   }
 }

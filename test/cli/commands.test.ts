@@ -230,7 +230,14 @@ describe("voices", () => {
     const created = await ok(["voices", "create", "Narrator", wav], env);
     expect(created).toMatch(/^created voice (voice_\w+) \(Narrator\)$/);
     const id = created.match(/(voice_\w+)/)?.[1] as string;
-    expect(await ok(["voices", "create", "Narrator", wav], env)).toBe(created);
+    // Twice: the voice there is given back, said as such, and nothing more is uploaded or registered.
+    const assets = (await stats(s)).requests["POST /audio/v1/assets"];
+    expect(await ok(["voices", "create", "Narrator", wav], env)).toMatch(
+      new RegExp(`^voice ${id} \\(Narrator\\) exists already, made .+: nothing new was created`),
+    );
+    expect((await stats(s)).requests["POST /audio/v1/assets"]).toBe(assets);
+    const again = JSON.parse(await ok(["voices", "create", "Narrator", wav, "--json"], env));
+    expect(again).toMatchObject({ voice_id: id, name: "Narrator", created: false });
 
     const custom = JSON.parse(await ok(["voices", "list", "--custom", "--json"], env));
     expect(custom.map((v: { voice_id: string }) => v.voice_id)).toEqual([id]);

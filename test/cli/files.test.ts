@@ -113,3 +113,38 @@ describe("paths that cannot be folders (ENOTDIR), and missing files (ENOENT)", (
     );
   });
 });
+
+/**
+ * A read-only tmpfs mounted for the test (root, where mounting is allowed); undefined where it is
+ * not: there is no other way to make a file system read-only for real.
+ */
+function readOnlyMount(): { path: string; unmount(): void } | undefined {
+  if (!ROOT) return undefined;
+  const path = join(dir.path, "ro");
+  spawnSync("mkdir", ["-p", path]);
+  const r = spawnSync("mount", ["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", path], { encoding: "utf8" });
+  if (r.status !== 0) {
+    console.warn(`read-only file system test skipped: mount -o ro refused here (${r.stderr.trim()})`);
+    return undefined;
+  }
+  return { path, unmount: () => void spawnSync("umount", [path]) };
+}
+
+describe("a read-only file system (EROFS), for real", () => {
+  it("an output folder on it is refused saying so, with the system's code, before anything is spent", async (ctx) => {
+    const ro = readOnlyMount();
+    if (!ro) return ctx.skip();
+    try {
+      const fresh = await dir.file("ro.yaml", smallManifest("ro"));
+      const out = join(ro.path, "renders", "tonight");
+      const r = await clapper(["run", fresh, "--sandbox", "--json", "--output", out], { cwd: dir.path });
+      expect(r.code, r.stderr).toBe(2);
+      expect(oneJson(r).error.message).toContain(
+        `the output folder ${join(out, "ro")} is not writable (read-only file system, EROFS: choose another folder with --output)`,
+      );
+      expect(oneJson(r).error.message).not.toContain("ENOENT");
+    } finally {
+      ro.unmount();
+    }
+  });
+});

@@ -74,7 +74,7 @@ describe("the sandbox state of a run, shared by every command", () => {
     expect(killed.signal).toBe("SIGKILL");
     const cancel = await clapper(["cancel", manifest, "--sandbox", "--json"], { cwd: dir.path });
     expect(cancel.code, cancel.stderr).toBe(0);
-    const rows = oneJson(cancel) as unknown as Array<{ job: string; task_id: string; status: string }>;
+    const rows = oneJson(cancel).cancelled as Array<{ job: string; task_id: string; status: string }>;
     expect(rows.length).toBeGreaterThanOrEqual(2);
     for (const r of rows) expect(r.job).toMatch(/^shot\/s0[123]$/);
     // Cancelled at once, or (a video an execution node holds) accepted and stopping a moment later.

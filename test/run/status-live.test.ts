@@ -42,4 +42,35 @@ describe("status of a run", () => {
       await ws.remove();
     }
   });
+
+  it("cancel of tasks that had already ended exits 0 and says so; --json is one object", {
+    timeout: 30_000,
+  }, async () => {
+    const ws = await workspace("ended");
+    try {
+      const killed = await cli(["run", ws.manifest, "--log-format", "json"], {
+        cwd: ws.dir,
+        env: cliEnv(sb),
+        on: (e, events) =>
+          e.event === "created" && events.filter((x) => x.event === "created").length === 2
+            ? "SIGKILL"
+            : undefined,
+      }).done;
+      expect(killed.signal).toBe("SIGKILL");
+      // Long enough for the two tasks to end at the sandbox (a second or so at this time scale).
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const cancel = await cli(["cancel", ws.manifest, "--json"], { cwd: ws.dir, env: cliEnv(sb) }).done;
+      expect(cancel.code, cancel.messages.join("\n")).toBe(0);
+      const answer = JSON.parse(cancel.stdout) as { cancelled: Array<{ outcome: string; status: string }> };
+      expect(answer.cancelled.length).toBeGreaterThanOrEqual(2);
+      for (const row of answer.cancelled)
+        expect(row).toMatchObject({ outcome: "ended", status: "succeeded" });
+      const text = await cli(["cancel", ws.manifest], { cwd: ws.dir, env: cliEnv(sb) }).done;
+      expect(text.code).toBe(0);
+      for (const line of text.stdout.trim().split("\n"))
+        expect(line).toMatch(/: had already ended \(succeeded\); nothing to cancel$/);
+    } finally {
+      await ws.remove();
+    }
+  });
 });

@@ -185,7 +185,7 @@ describe.skipIf(!HAVE_REDIS)(`a state in S3 (${HAVE_REDIS ? "redis-server" : red
       env: env(sb),
     }).done;
     expect(cancel.code, cancel.messages.join("\n")).toBe(0);
-    expect(JSON.parse(cancel.stdout)).toEqual([]);
+    expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: [] });
     // Read-only: the commands left the pod's folder as they found it.
     expect(await readdir(pod.dir)).toEqual(["s3-state.yaml"]);
   });

@@ -7,7 +7,7 @@ export const cancel = defineCommand<StateArgs>({
   describe: "cancel the run's tasks still in flight (the next run records what became of them)",
   builder: (y, option) => stateArgs(y, option),
   async handler(args, rt) {
-    const { cancelRun } = await import("./index.js");
+    const { cancelRun, renderCancelRow } = await import("./index.js");
     const { sandboxStatePath } = await import("../run/state.js");
     const { rows, never } = await cancelRun({
       manifest: args.manifest,
@@ -23,20 +23,22 @@ export const cancel = defineCommand<StateArgs>({
           }),
         ),
     });
+    const json = { cancelled: rows };
     const text =
       rows.length === 0
         ? never
           ? "no tasks in flight: the run was never made"
           : "no tasks in flight"
-        : rows.map((r) => `${r.job} ${r.task_id}: ${r.status}`).join("\n");
-    const refused = rows.filter((r) => r.failed).length;
-    if (refused === 0) return { code: 0, json: rows, text };
-    // Some tasks go on running (and will be paid for): not a success for a script.
+        : rows.map(renderCancelRow).join("\n");
+    // Tasks that had ended are no failure: there was nothing to cancel. Only a task the service
+    // would not stop goes on running (and is paid for): not a success for a script.
+    const refused = rows.filter((r) => r.outcome === "refused").length;
+    if (refused === 0) return { code: 0, json, text };
     return {
       code: 1,
-      json: rows,
+      json,
       text,
-      message: `${refused} of ${rows.length} tasks could not be cancelled`,
+      message: `${refused} of ${rows.length} tasks could not be cancelled and go on running`,
     };
   },
 });

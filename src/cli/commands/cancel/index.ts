@@ -7,13 +7,24 @@ import type { Shard } from "../../../pipeline/shard.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { locate, neverRun, ownState } from "../run/state.js";
 
+/**
+ * What became of one task: `cancelled`; `stopping` (the service took the cancel, and the task,
+ * which an execution node held, stops a moment later); `ended` (it had ended before: nothing to
+ * cancel); `refused` (the service would not cancel it: it goes on, and is paid for if it succeeds).
+ */
+export type CancelOutcome = "cancelled" | "stopping" | "ended" | "refused";
+
 export interface CancelRow {
   job: string;
   task_id: string;
+  /** The task's status as the service last said it. */
   status: string;
-  /** The service refused to cancel it (the command then exits 1). */
-  failed?: boolean;
+  outcome: CancelOutcome;
+  /** Why it was refused, when it was. */
+  reason?: string;
 }
+
+const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 
 /**
  * Cancels the run's tasks that have not ended; the next run records what became of them. The
@@ -36,30 +47,46 @@ export async function cancelRun(o: {
   });
   if (open.length === 0) return { rows: [], never: neverRun(state) };
   const clients = await o.connect(located);
-  const results: CancelRow[] = [];
+  const rows: CancelRow[] = [];
   try {
     const opts = o.signal ? { signal: o.signal } : {};
     for (const { job, taskId } of open) {
+      const service = job.kind === "video" ? clients.video : clients.speech;
+      const row = { job: job.id, task_id: taskId };
       try {
-        const res =
-          job.kind === "video"
-            ? await clients.video.cancelTask(taskId, opts)
-            : await clients.speech.cancelTask(taskId, opts);
-        results.push({ job: job.id, task_id: taskId, status: res.status });
+        const { status } = await service.cancelTask(taskId, opts);
+        rows.push({ ...row, status, outcome: status === "cancelled" ? "cancelled" : "stopping" });
       } catch (error) {
         // The service cannot be reached or will not serve: no other task will fare better; say so
         // at the top (exit 6).
         if (error instanceof ConnectionError || isUnavailable(error)) throw error;
-        results.push({
-          job: job.id,
-          task_id: taskId,
-          status: `not cancelled: ${(error as Error).message}`,
-          failed: true,
-        });
+        // Refused: it may have ended before (nothing to cancel), or be past cancelling.
+        const task = await service.getTask(taskId, opts).catch(() => undefined);
+        const status = task?.status ?? "unknown";
+        rows.push(
+          ENDED.has(status)
+            ? { ...row, status, outcome: "ended" }
+            : { ...row, status, outcome: "refused", reason: (error as Error).message },
+        );
       }
     }
   } finally {
     await clients.close();
   }
-  return { rows: results, never: false };
+  return { rows, never: false };
+}
+
+/** One line a task: what was asked, what the service said, and what follows from it. */
+export function renderCancelRow(r: CancelRow): string {
+  const at = `${r.job} ${r.task_id}`;
+  switch (r.outcome) {
+    case "cancelled":
+      return `${at}: cancelled`;
+    case "stopping":
+      return `${at}: cancel accepted; the task was ${r.status} on an execution node and stops shortly (the next run records its end)`;
+    case "ended":
+      return `${at}: had already ended (${r.status}); nothing to cancel`;
+    case "refused":
+      return `${at}: not cancelled: ${r.reason}; it goes on (${r.status}), and is paid for if it succeeds`;
+  }
 }

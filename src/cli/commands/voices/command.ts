@@ -34,7 +34,7 @@ const create = defineCommand<{ name: string; file: string }>({
       rt,
       args,
       (c) => m.createVoice({ clients: c, signal: rt.signal, name: args.name, file: args.file }),
-      (v) => `created voice ${v.voice_id} (${v.name})`,
+      m.renderCreatedVoice,
     );
   },
 });
