@@ -256,8 +256,8 @@ async function serviceChecks(
     ),
   );
   const [preset, custom, skills] = await Promise.all([
-    wantsPreset ? clients.speech.listVoices("preset", call) : [],
-    wantsCustom ? clients.speech.listVoices("custom", call) : [],
+    wantsPreset ? clients.speech.listVoices("preset", call).then((l) => l.items) : [],
+    wantsCustom ? clients.speech.listVoices("custom", call).then((l) => l.items) : [],
     (async () => {
       if (externalSkills.size === 0) return [];
       const all = [];
