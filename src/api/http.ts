@@ -739,22 +739,6 @@ function firstHeader(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/**
- * Walks a paginated list: `fetchPage(n)` gets page n (0-based); stops at `total` or an empty page.
- * Items are yielded as pages arrive, so callers can stop early without fetching the rest.
- */
-export async function* paginate<T>(
-  fetchPage: (page: number) => Promise<{ items: readonly T[]; total: number }>,
-): AsyncGenerator<T> {
-  let seen = 0;
-  for (let page = 0; ; page++) {
-    const { items, total } = await fetchPage(page);
-    for (const item of items) yield item;
-    seen += items.length;
-    if (items.length === 0 || seen >= total) return;
-  }
-}
-
 /** A wait as a person reads it: `45 s`, `12 min`, `5 h`, `1157 days`. */
 function waitText(ms: number): string {
   if (!Number.isFinite(ms)) return "an unbounded time";

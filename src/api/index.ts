@@ -4,7 +4,17 @@ import { SpeechClient } from "./speech-client.js";
 import { VideoClient } from "./video-client.js";
 
 export * from "./errors.js";
-export { HttpClient, type HttpClientOptions, type Logger, paginate } from "./http.js";
+export { HttpClient, type HttpClientOptions, type Logger } from "./http.js";
+export {
+  collectList,
+  IncompleteListError,
+  incompleteWarning,
+  type ListEnd,
+  type ListResult,
+  type ListWalk,
+  MAX_LIST_PAGES,
+  takeList,
+} from "./paginate.js";
 export { inspectReferenceAudio, ReferenceAudioError, uploadReferenceAudio } from "./reference-audio.js";
 export { DEFAULT_POLICIES, type PolicyName, parseRetryAfter, type RetryPolicy, retryDelay } from "./retry.js";
 export { SpeechClient } from "./speech-client.js";

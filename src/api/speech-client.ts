@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { z } from "zod";
 import { BusinessError, ConflictError } from "./errors.js";
 import type { HttpClient } from "./http.js";
-import { walkByOffset } from "./paginate.js";
+import { type ListResult, type ListWalk, walkByOffset, wholeList } from "./paginate.js";
 import {
   type Asset,
   AssetRegisterRequest,
@@ -93,8 +93,11 @@ export class SpeechClient {
     });
   }
 
-  /** Every task matching the filter, newest first, each once; `limit` is the page size asked for. */
-  listTasks(filter: SpeechListFilter = {}, opts: CallOptions = {}): AsyncGenerator<SpeechTask> {
+  /**
+   * Every task matching the filter, newest first, each once; `limit` is the page size asked for.
+   * The walk ends saying whether it saw them all.
+   */
+  listTasks(filter: SpeechListFilter = {}, opts: CallOptions = {}): ListWalk<SpeechTask> {
     // The page size is a detail of the walk: kept within what the service accepts (1 to 100).
     const limit = Math.min(100, Math.max(1, Math.floor(filter.limit ?? 100)));
     return walkByOffset(
@@ -133,7 +136,8 @@ export class SpeechClient {
     });
   }
 
-  async listVoices(kind: VoiceKind = "preset", opts: CallOptions = {}): Promise<Voice[]> {
+  /** Not paged: one answer, each voice once, `complete` when it holds as many as its `total`. */
+  async listVoices(kind: VoiceKind = "preset", opts: CallOptions = {}): Promise<ListResult<Voice>> {
     const res = await this.http.request({
       method: "GET",
       path: "/audio/v1/voices",
@@ -143,7 +147,7 @@ export class SpeechClient {
       ...signalOf(opts),
       what: `list ${kind} voices`,
     });
-    return res.items;
+    return wholeList(res, (v) => v.voice_id);
   }
 
   async createVoice(

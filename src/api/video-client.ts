@@ -1,9 +1,15 @@
 // Every endpoint of the video generation service as a typed method over the one HTTP layer.
 import type { z } from "zod";
-import { formatIssue, issuesFromZod, PointsPackageList, PointsSummary } from "./common.js";
+import {
+  formatIssue,
+  issuesFromZod,
+  type PointsPackage,
+  PointsPackageList,
+  PointsSummary,
+} from "./common.js";
 import { BusinessError, ConflictError, ValidationError } from "./errors.js";
-import { type HttpClient, paginate } from "./http.js";
-import { walkByPage } from "./paginate.js";
+import type { HttpClient } from "./http.js";
+import { type ListResult, type ListWalk, walkByPage, wholeList } from "./paginate.js";
 import {
   type Skill,
   SkillDeleteResponse,
@@ -104,14 +110,15 @@ export class VideoClient {
 
   /**
    * Every task of the organization matching the filter, each once, page by page, in the order the
-   * service lists them: the spec states none.
+   * service lists them (the spec states none); the walk ends saying whether it saw them all.
    */
-  listTasks(filter: VideoListFilter = {}, opts: CallOptions = {}): AsyncGenerator<VideoTask> {
+  listTasks(filter: VideoListFilter = {}, opts: CallOptions = {}): ListWalk<VideoTask> {
     // The page size is a detail of the walk: kept within what the service accepts (1 to 100).
     const pageSize = Math.min(100, Math.max(1, Math.floor(filter.pageSize ?? 100)));
     return walkByPage(
-      (page) => this.listPage(page, { ...filter, pageSize }, opts),
+      (page, size) => this.listPage(page, { ...filter, pageSize: size }, opts),
       (task) => task.id,
+      pageSize,
     );
   }
 
@@ -135,8 +142,9 @@ export class VideoClient {
     }
   }
 
-  async listPackages(opts: CallOptions = {}): Promise<PointsPackageList> {
-    return this.http.request({
+  /** Not paged: one answer, each package once, `complete` when it holds as many as its `total`. */
+  async listPackages(opts: CallOptions = {}): Promise<ListResult<PointsPackage>> {
+    const list = await this.http.request({
       method: "GET",
       path: "/vid/v2/query/point_packages",
       schema: PointsPackageList,
@@ -144,6 +152,7 @@ export class VideoClient {
       ...signalOf(opts),
       what: "list points packages",
     });
+    return wholeList(list, (p) => p.id);
   }
 
   async pointsSummary(opts: CallOptions = {}): Promise<PointsSummary> {
@@ -157,17 +166,20 @@ export class VideoClient {
     });
   }
 
-  listSkills(filter: { keyword?: string } = {}, opts: CallOptions = {}): AsyncGenerator<Skill> {
-    return paginate((page) =>
-      this.http.request({
-        method: "GET",
-        path: "/vid/v2/skills",
-        query: { page_num: page + 1, page_size: 100, keyword: filter.keyword },
-        schema: SkillList,
-        policy: "read",
-        ...signalOf(opts),
-        what: "list skills",
-      }),
+  /** Official and custom skills, each once, page by page; the walk ends saying whether it saw them all. */
+  listSkills(filter: { keyword?: string } = {}, opts: CallOptions = {}): ListWalk<Skill> {
+    return walkByPage(
+      (page, size) =>
+        this.http.request({
+          method: "GET",
+          path: "/vid/v2/skills",
+          query: { page_num: page, page_size: size, keyword: filter.keyword },
+          schema: SkillList,
+          policy: "read",
+          ...signalOf(opts),
+          what: "list skills",
+        }),
+      (skill) => skill.id,
     );
   }
 

@@ -78,17 +78,64 @@ export function isGroup(c: Command): c is CommandGroup {
 }
 
 /** Opens the services for one command, does its work, and closes them. */
+export async function withConnection(
+  rt: Runtime,
+  args: GlobalArgs,
+  work: (conn: Connection) => Promise<Outcome>,
+): Promise<Outcome> {
+  const conn = await rt.services(args);
+  try {
+    return await work(conn);
+  } finally {
+    await conn.close();
+  }
+}
+
+/** `warning: ...` lines for people, on stderr beside the answer. */
+function warningNotes(warnings: readonly string[]): Pick<Outcome, "notes"> {
+  return warnings.length > 0 ? { notes: warnings.map((w) => `warning: ${w}`) } : {};
+}
+
+/** Opens the services for one command, does its work, and closes them. */
 export async function withServices<T>(
   rt: Runtime,
   args: GlobalArgs,
   work: (conn: Connection) => Promise<T>,
   render: (data: T) => string,
+  /** What the answer warns of (a list the service served incompletely), for people. */
+  warningsOf: (data: T) => readonly string[] = () => [],
 ): Promise<Outcome> {
-  const conn = await rt.services(args);
-  try {
+  return withConnection(rt, args, async (conn) => {
     const data = await work(conn);
-    return { code: 0, json: data, text: render(data) };
-  } finally {
-    await conn.close();
-  }
+    return { code: 0, json: data, text: render(data), ...warningNotes(warningsOf(data)) };
+  });
+}
+
+/** A list for a command: its items, and one sentence for each list the service served incompletely. */
+export interface Listed<T> {
+  items: T[];
+  warnings: string[];
+}
+
+/**
+ * A command that lists: with --json one object, `{ [key]: [...] }` (a list is wrapped, never a
+ * bare array), with `warnings` beside it when a list came back incomplete; for people, the table
+ * on stdout and each warning on stderr.
+ */
+export async function withList<T>(
+  rt: Runtime,
+  args: GlobalArgs,
+  key: string,
+  work: (conn: Connection) => Promise<Listed<T>>,
+  render: (items: readonly T[]) => string,
+): Promise<Outcome> {
+  return withConnection(rt, args, async (conn) => {
+    const { items, warnings } = await work(conn);
+    return {
+      code: 0,
+      json: { [key]: items, ...(warnings.length > 0 ? { warnings } : {}) },
+      text: render(items),
+      ...warningNotes(warnings),
+    };
+  });
 }

@@ -257,9 +257,13 @@ function tagged<T extends object>(client: T, service: string): T {
   });
 }
 
-async function* taggedIterable<T>(it: AsyncIterable<T>, mark: (error: unknown) => unknown): AsyncIterable<T> {
+async function* taggedIterable<T>(
+  it: AsyncIterable<T>,
+  mark: (error: unknown) => unknown,
+): AsyncGenerator<T, unknown> {
   try {
-    yield* it;
+    // What the walk returns (how a list walk ended: whether it saw every item) passes through.
+    return yield* it;
   } catch (error) {
     throw mark(error);
   }

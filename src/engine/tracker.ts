@@ -626,7 +626,9 @@ export class VideoPoller extends Poller<VideoTask> {
     while (page !== undefined && waiting.size > 0) {
       read.add(page);
       this.requests += 1;
-      const list = await this.client.listPage(page, { pageSize: PAGE_SIZE }, { signal: this.signal });
+      // Asked at the length learnt: after a short page, where pages are placed by either size.
+      const pageSize = Math.min(PAGE_SIZE, this.listed.pageLength);
+      const list = await this.client.listPage(page, { pageSize }, { signal: this.signal });
       this.learn(page, list.items, list.total);
       othersOpen += this.takePage(list.items, waiting);
       const budget = Math.min(

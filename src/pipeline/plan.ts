@@ -2,7 +2,7 @@
 // reachable, check voices and skills against them and the total against the balance and budget.
 // Never creates a task.
 import type { PointsSummary } from "../api/common.js";
-import type { Clients } from "../api/index.js";
+import { type Clients, collectList, type ListResult } from "../api/index.js";
 import { speechPoints } from "../api/speech.js";
 import type { ResolutionTier } from "../api/video.js";
 import { PriceError, priceFrom, SpeechDisabledError } from "../engine/pricing.js";
@@ -77,7 +77,14 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
   const shard = options.shard;
   const loaded = shard ? { ...whole, jobs: whole.jobs.filter((job) => inShard(job, shard)) } : whole;
   const errors = [...optionProblems, ...loaded.errors];
-  let omittedErrors = (loaded.omitted?.errors ?? 0) + keepBounded(errors, found);
+  // A voice or skill not among what an incomplete list served is a warning, never an error.
+  const warnings = [...loaded.warnings, ...found.filter((p) => p.severity === "warning")];
+  let omittedErrors =
+    (loaded.omitted?.errors ?? 0) +
+    keepBounded(
+      errors,
+      found.filter((p) => p.severity === "error"),
+    );
   const lines = loaded.jobs.filter((j) => j.kind === "speech");
   // A price the service states that cannot be used is its fault, not the manifest's: said once the
   // manifest itself is sound (exit 6), and only when there are lines to price.
@@ -98,6 +105,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     ...loaded,
     ...omitted,
     errors,
+    warnings,
     points: { video, speech, total },
     counts: { video: loaded.jobs.length - lines.length, speech: lines.length, total: loaded.jobs.length },
     byResolution,
@@ -266,43 +274,50 @@ async function serviceChecks(
       j.kind === "video" && j.skill && !manifestSkills.includes(j.skill.name) ? [j.skill.name] : [],
     ),
   );
+  const none = { items: [], total: 0, complete: true };
   const [preset, custom, skills] = await Promise.all([
-    wantsPreset ? clients.speech.listVoices("preset", call) : [],
-    wantsCustom ? clients.speech.listVoices("custom", call) : [],
-    (async () => {
-      if (externalSkills.size === 0) return [];
-      const all = [];
-      for await (const s of clients.video.listSkills({}, call)) all.push(s);
-      return all;
-    })(),
+    wantsPreset ? clients.speech.listVoices("preset", call) : none,
+    wantsCustom ? clients.speech.listVoices("custom", call) : none,
+    externalSkills.size === 0 ? none : collectList(clients.video.listSkills({}, call)),
   ]);
   traceStart("voices and skills answered");
+  const voices = { preset, custom };
   const ids = {
-    preset: new Set(preset.map((v) => v.voice_id)),
-    custom: new Set(custom.map((v) => v.voice_id)),
+    preset: new Set(preset.items.map((v) => v.voice_id)),
+    custom: new Set(custom.items.map((v) => v.voice_id)),
   };
   for (const job of jobs) {
+    const at = { file: job.file, line: job.line };
     if (job.kind === "speech" && (job.voice.source === "preset" || job.voice.source === "custom")) {
-      if (!ids[job.voice.source].has(job.voice.voiceId)) {
-        problems.push({
-          severity: "error",
-          file: job.file,
-          line: job.line,
-          field: "voice",
-          message: `the service has no ${job.voice.source} voice ${JSON.stringify(job.voice.voiceId)} (see clapper voices list${job.voice.source === "custom" ? " --custom" : ""})`,
-        });
+      const { source, voiceId } = job.voice;
+      if (!ids[source].has(voiceId)) {
+        problems.push(
+          unlisted(
+            at,
+            "voice",
+            voices[source],
+            `${source} voice ${JSON.stringify(voiceId)}`,
+            `${source} voices`,
+          ) ?? {
+            severity: "error",
+            ...at,
+            field: "voice",
+            message: `the service has no ${source} voice ${JSON.stringify(voiceId)} (see clapper voices list${source === "custom" ? " --custom" : ""})`,
+          },
+        );
       }
     }
     if (job.kind === "video" && job.skill && externalSkills.has(job.skill.name)) {
-      const found = skills.some((s) => s.id === job.skill?.name || s.name === job.skill?.name);
-      if (!found) {
-        problems.push({
-          severity: "error",
-          file: job.file,
-          line: job.line,
-          field: "skill",
-          message: `no skill ${JSON.stringify(job.skill.name)} in the manifest's skills or on the service (see clapper skills list)`,
-        });
+      const name = job.skill.name;
+      if (!skills.items.some((s) => s.id === name || s.name === name)) {
+        problems.push(
+          unlisted(at, "skill", skills, `skill ${JSON.stringify(name)}`, "skills") ?? {
+            severity: "error",
+            ...at,
+            field: "skill",
+            message: `no skill ${JSON.stringify(name)} in the manifest's skills or on the service (see clapper skills list)`,
+          },
+        );
       }
     }
   }
@@ -314,4 +329,24 @@ async function serviceChecks(
     seen.add(key);
     return true;
   });
+}
+
+/**
+ * What is not among the items of an incomplete list is not known to be missing: a warning at the
+ * row that names it (the run goes on and the service decides). Undefined when the list is whole.
+ */
+function unlisted(
+  at: { file: string; line: number },
+  field: string,
+  list: ListResult<unknown>,
+  what: string,
+  kind: string,
+): Problem | undefined {
+  if (list.complete) return undefined;
+  return {
+    severity: "warning",
+    ...at,
+    field,
+    message: `${what} is not among the ${list.items.length} ${kind} the service served, but it lists ${list.total}: the list may be incomplete`,
+  };
 }

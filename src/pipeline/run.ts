@@ -85,6 +85,7 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
     if ("exitCode" in admitted) return admitted;
     ctx.feed.setPhase("pre-flight");
     const prepared = await prepare(ctx, opened, admitted);
+    if ("exitCode" in prepared) return prepared;
     // Test-only (documented in the README): a bug inside a run that holds its lock and its state,
     // to check exit 70 and that the state is saved and the lock let go.
     if (options.env?.CLAPPER_TEST_FAULT === "internal") {

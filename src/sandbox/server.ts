@@ -9,6 +9,7 @@ import { issuesFromZod, PackageStatus } from "../api/common.js";
 import { CallbackSender } from "./callbacks.js";
 import { ApiError, renderError, sendJson } from "./http.js";
 import { makeMp4, makeWav } from "./media.js";
+import { NO_PAGING_FAULTS, PagingFaults } from "./paging.js";
 import { loadWorld, saveWorld } from "./persist.js";
 import { packageProblem } from "./points.js";
 import { seeded } from "./random.js";
@@ -57,7 +58,7 @@ const MiB = 1024 * 1024;
 const METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE"] as const;
 const KiB = 1024;
 
-interface Faults {
+interface Faults extends PagingFaults {
   error_rate: number;
   /** Every Nth API request answers 503: faults a test can count on (0: off). */
   error_every: number;
@@ -73,6 +74,7 @@ const FaultsBody = z.object({
   latency_ms: z.number().int().min(0).max(600_000).optional(),
   rate_limit_rps: z.number().positive().nullable().optional(),
   seed: z.number().int().nullable().optional(),
+  ...PagingFaults.partial().shape,
 });
 
 const PackageBody = z.object({
@@ -190,6 +192,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     drop_rate: 0,
     latency_ms: 0,
     rate_limit_rps: options.rateLimit,
+    ...NO_PAGING_FAULTS,
   };
   // `seed` (not echoed with the settings): the faults' draws from a seeded generator, so a test gets
   // the same faults in the same order; null goes back to Math.random.
@@ -235,7 +238,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
   route("GET", "/vid/v2/query/video_generation/:task_id", "api", (c) =>
     video.get(c.org, param(c, "task_id")),
   );
-  route("GET", "/vid/v2/query/video_generation", "api", (c) => video.list(c.org, c.query));
+  route("GET", "/vid/v2/query/video_generation", "api", (c) => video.list(c.org, c.query, faults));
   route("DELETE", "/vid/v2/video_generation/:task_id", "api", (c) =>
     video.cancel(c.org, param(c, "task_id")),
   );
@@ -248,7 +251,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     syncOrg(c.org);
     return c.org.ledger.summary();
   });
-  route("GET", "/vid/v2/skills", "api", (c) => video.listSkills(c.org, c.query));
+  route("GET", "/vid/v2/skills", "api", (c) => video.listSkills(c.org, c.query, faults));
   route("POST", "/vid/v2/skills", "api", (c) => video.createSkill(c.org, c.body), json(64 * KiB));
   route(
     "PUT",
@@ -271,7 +274,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
     json(MiB),
   );
   route("GET", "/audio/v1/speech/jobs/:task_id", "api", (c) => speech.get(c.org, param(c, "task_id")));
-  route("GET", "/audio/v1/speech/jobs", "api", (c) => speech.list(c.org, c.query));
+  route("GET", "/audio/v1/speech/jobs", "api", (c) => speech.list(c.org, c.query, faults));
   route("POST", "/audio/v1/speech/jobs/:task_id/cancel", "api", (c) =>
     speech.cancel(c.org, param(c, "task_id")),
   );

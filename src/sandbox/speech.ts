@@ -15,6 +15,7 @@ import {
 } from "../api/speech.js";
 import { ApiError, BusinessError, notFound, RetCode } from "./http.js";
 import { speechDurationMs } from "./media.js";
+import { NO_PAGING_FAULTS, offsetPage, type PagingFaults } from "./paging.js";
 import type { AssetRecord, Org, SpeechEvent, SpeechRecord, VoiceRecord, World } from "./world.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -255,7 +256,7 @@ export class SpeechService {
     return undefined;
   }
 
-  list(org: Org, params: URLSearchParams) {
+  list(org: Org, params: URLSearchParams, paging: PagingFaults = NO_PAGING_FAULTS) {
     const query = parseSpeechListQuery(params);
     if (!query.ok) throw ApiError.badRequest(query.issues);
     const { offset, limit, task_id, statuses, start_time, end_time } = query.value;
@@ -275,7 +276,7 @@ export class SpeechService {
     matching.sort((a, b) => b.seq - a.seq);
     const now = this.world.nowMs();
     return {
-      items: matching.slice(offset, offset + limit).map((t) => this.json(t, now)),
+      items: offsetPage(matching, offset, limit, paging).map((t) => this.json(t, now)),
       total: matching.length,
       status_counts: counts,
     };

@@ -22,6 +22,7 @@ import {
 import type { CallbackSender } from "./callbacks.js";
 import { ApiError, BusinessError, notFound, RetCode } from "./http.js";
 import { checkResolvedHost, loadMaterial, type Material, type MaterialKind } from "./materials.js";
+import { NO_PAGING_FAULTS, numberedPage, type PagingFaults } from "./paging.js";
 import type { Org, Outcome, SkillRecord, Stage, VideoRecord, World } from "./world.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -331,7 +332,11 @@ export class VideoService {
     return undefined;
   }
 
-  list(org: Org, params: URLSearchParams): { items: Record<string, unknown>[]; total: number } {
+  list(
+    org: Org,
+    params: URLSearchParams,
+    paging: PagingFaults = NO_PAGING_FAULTS,
+  ): { items: Record<string, unknown>[]; total: number } {
     const query = parseVideoListQuery(params);
     if (!query.ok) throw ApiError.badRequest(query.issues);
     const { page_num, page_size, status, model } = query.value;
@@ -343,10 +348,9 @@ export class VideoService {
       matching.push(task);
     }
     matching.sort((a, b) => b.seq - a.seq);
-    const start = (page_num - 1) * page_size;
     const now = this.world.nowMs();
     // List items never carry content.url: the single-task query is where the URL comes from.
-    const items = matching.slice(start, start + page_size).map((t) => this.json(t, now, false));
+    const items = numberedPage(matching, page_num, page_size, paging).map((t) => this.json(t, now, false));
     return { items, total: matching.length };
   }
 
@@ -391,7 +395,7 @@ export class VideoService {
     return this.world.officialSkills.get(id) ?? org.skills.get(id);
   }
 
-  listSkills(org: Org, params: URLSearchParams) {
+  listSkills(org: Org, params: URLSearchParams, paging: PagingFaults = NO_PAGING_FAULTS) {
     const query = parseSkillListQuery(params);
     if (!query.ok) throw ApiError.badRequest(query.issues);
     const { page_num, page_size, keyword } = query.value;
@@ -402,8 +406,7 @@ export class VideoService {
         s.name.toLowerCase().includes(needle) ||
         s.description.toLowerCase().includes(needle),
     );
-    const start = (page_num - 1) * page_size;
-    return { items: all.slice(start, start + page_size).map(skillJson), total: all.length };
+    return { items: numberedPage(all, page_num, page_size, paging).map(skillJson), total: all.length };
   }
 
   createSkill(org: Org, body: unknown) {

@@ -19,7 +19,6 @@ import {
   isUnavailable,
   NotFoundError,
   PermissionError,
-  paginate,
   parseRetryAfter,
   RateLimitError,
   type RetryPolicy,
@@ -844,62 +843,8 @@ describe("attempt logging", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Pagination
+// Pagination (the walker's own tests, moved with it, are in test/api/listing.test.ts)
 // ---------------------------------------------------------------------------------------------
-
-describe("paginate", () => {
-  const pages = (total: number, size: number) => {
-    const fetched: number[] = [];
-    const fetchPage = async (page: number) => {
-      fetched.push(page);
-      const items = Array.from(
-        { length: Math.max(0, Math.min(size, total - page * size)) },
-        (_, i) => page * size + i,
-      );
-      return { items, total };
-    };
-    return { fetched, fetchPage };
-  };
-
-  it("walks every page until total", async () => {
-    const p = pages(23, 5);
-    const all: number[] = [];
-    for await (const n of paginate(p.fetchPage)) all.push(n);
-    expect(all).toEqual(Array.from({ length: 23 }, (_, i) => i));
-    expect(p.fetched).toEqual([0, 1, 2, 3, 4]);
-  });
-
-  it("stops on an exact multiple without fetching an extra page, and on an empty page", async () => {
-    const p = pages(10, 5);
-    for await (const _ of paginate(p.fetchPage)) {
-      // drain
-    }
-    expect(p.fetched).toEqual([0, 1]);
-    const shrinking = [
-      { items: [1, 2], total: 10 },
-      { items: [], total: 10 },
-    ];
-    let calls = 0;
-    const got: number[] = [];
-    for await (const n of paginate(async (page) => {
-      calls++;
-      return shrinking[page] ?? { items: [99], total: 10 };
-    }))
-      got.push(n);
-    expect(got).toEqual([1, 2]);
-    expect(calls).toBe(2);
-  });
-
-  it("fetches no further page once the consumer stops", async () => {
-    const p = pages(100, 5);
-    const got: number[] = [];
-    for await (const n of paginate(p.fetchPage)) {
-      got.push(n);
-      if (got.length === 7) break;
-    }
-    expect(p.fetched).toEqual([0, 1]);
-  });
-});
 
 describe("pagination over the sandbox", () => {
   let s: Sandbox;

@@ -93,7 +93,7 @@ describe("with a 30% error rate and a 10% drop rate", () => {
       c.speech.getTask(seeded.speech[0] as string),
       c.speech.listPage(0, { limit: 2 }),
       drain(c.speech.listTasks({ limit: 2 })).then((all) => expect(all).toHaveLength(3)),
-      c.speech.listVoices("preset").then((v) => expect(v).toHaveLength(7)),
+      c.speech.listVoices("preset").then((v) => expect(v.items).toHaveLength(7)),
       c.speech.listVoices("custom"),
       c.speech.pricing(),
     ];

@@ -106,10 +106,12 @@ describe("skills", () => {
     const out = await ok(["skills", "list"], env);
     expect(out.split("\n")[0]).toMatch(/^ID\s+NAME\s+KIND\s+UPDATED\s+DESCRIPTION$/);
     expect(out).toMatch(/skill_official_camera_language\s+\S.*official/);
-    const all = JSON.parse(await ok(["skills", "list", "--json"], env));
+    // A list is wrapped in an object (the brief), never a bare array.
+    const { skills: all, ...rest } = JSON.parse(await ok(["skills", "list", "--json"], env));
+    expect(rest).toEqual({});
     expect(all.length).toBeGreaterThanOrEqual(3);
     for (const k of all) Skill.parse(k);
-    const some = JSON.parse(await ok(["skills", "list", "--keyword", "camera", "--json"], env));
+    const some = JSON.parse(await ok(["skills", "list", "--keyword", "camera", "--json"], env)).skills;
     expect(some.map((k: Skill) => k.id)).toEqual(["skill_official_camera_language"]);
   });
 
@@ -239,7 +241,7 @@ describe("voices", () => {
     const again = JSON.parse(await ok(["voices", "create", "Narrator", wav, "--json"], env));
     expect(again).toMatchObject({ voice_id: id, name: "Narrator", created: false });
 
-    const custom = JSON.parse(await ok(["voices", "list", "--custom", "--json"], env));
+    const custom = JSON.parse(await ok(["voices", "list", "--custom", "--json"], env)).voices;
     expect(custom.map((v: { voice_id: string }) => v.voice_id)).toEqual([id]);
     expect(await ok(["voices", "delete", id], env)).toBe(`deleted ${id}`);
     expect(await ok(["voices", "list", "--custom"], env)).toBe("no voices");
@@ -299,22 +301,23 @@ describe("tasks", () => {
     expect(lines).toHaveLength(4);
     expect(out).toMatch(new RegExp(`video\\s+${ids.failed}\\s+failed.*generation`));
     expect(out).toMatch(new RegExp(`speech\\s+${ids.speech}\\s+succeeded\\s+.*attempt 1/3`));
-    const rows = JSON.parse(await ok(["tasks", "list", "--json"], env));
+    const { tasks: rows, ...rest } = JSON.parse(await ok(["tasks", "list", "--json"], env));
+    expect(rest).toEqual({});
     expect(rows.map((r: { kind: string }) => r.kind).sort()).toEqual(["speech", "video", "video"]);
     const created = rows.map((r: { created_at: number }) => r.created_at);
     expect(created).toEqual([...created].sort((a, b) => b - a));
   });
 
   it("filters by kind, status and limit", async () => {
-    const video = JSON.parse(await ok(["tasks", "list", "--kind", "video", "--json"], env));
+    const video = JSON.parse(await ok(["tasks", "list", "--kind", "video", "--json"], env)).tasks;
     expect(video.map((r: { id: string }) => r.id).sort()).toEqual([ids.video, ids.failed].sort());
-    const failed = JSON.parse(await ok(["tasks", "list", "--status", "failed", "--json"], env));
+    const failed = JSON.parse(await ok(["tasks", "list", "--status", "failed", "--json"], env)).tasks;
     expect(failed.map((r: { id: string }) => r.id)).toEqual([ids.failed]);
     const succeeded = JSON.parse(
       await ok(["tasks", "list", "--status", "succeeded", "--kind", "speech", "--json"], env),
-    );
+    ).tasks;
     expect(succeeded.map((r: { id: string }) => r.id)).toEqual([ids.speech]);
-    expect(JSON.parse(await ok(["tasks", "list", "--limit", "1", "--json"], env))).toHaveLength(1);
+    expect(JSON.parse(await ok(["tasks", "list", "--limit", "1", "--json"], env)).tasks).toHaveLength(1);
     expect(await ok(["tasks", "list", "--status", "generating", "--kind", "video"], env)).toBe("no tasks");
     const bad = await run(["tasks", "list", "--status", "bogus"], env);
     expect(bad.code).toBe(2);

@@ -48,7 +48,7 @@ describe("the sandbox state of a run, shared by every command", () => {
     ]);
     expect(
       oneJson(tasks)
-        .map((t: { id: string }) => t.id)
+        .tasks.map((t: { id: string }) => t.id)
         .sort(),
     ).toEqual(taskIds);
     expect(oneJson(one)).toMatchObject({ id: taskIds[0], status: "succeeded" });
@@ -56,7 +56,7 @@ describe("the sandbox state of a run, shared by every command", () => {
     // plan finds the run's emulator by itself (beside the run's state), as run and cancel do.
     expect(oneJson(plan).balance.available_points).toBe(100_000 - report.points.spent);
     // Without --sandbox-state a manifest-less command gets an empty emulator, and is told so.
-    expect(oneJson(empty)).toEqual([]);
+    expect(oneJson(empty)).toEqual({ tasks: [] });
     expect(empty.stderr).toContain("--sandbox without --sandbox-state: the emulator starts empty");
   });
 
@@ -87,7 +87,7 @@ describe("the sandbox state of a run, shared by every command", () => {
         ["tasks", "list", "--status", "cancelled", "--sandbox", "--sandbox-state", state, "--json"],
         { cwd: dir.path },
       );
-      ids = oneJson(listed).map((t: { id: string }) => t.id);
+      ids = oneJson(listed).tasks.map((t: { id: string }) => t.id);
     }
     expect(ids.sort()).toEqual(rows.map((r) => r.task_id).sort());
   });

@@ -45,12 +45,18 @@ function heldClients() {
   const clients = {
     speech: {
       pricing: () => held("pricing"),
-      listVoices: (kind: string) => held(`voices ${kind}`),
+      // The clients' list shapes: voices whole in one answer, skills a walk that says how it ended.
+      listVoices: async (kind: string) => {
+        const items = (await held(`voices ${kind}`)) as unknown[];
+        return { items, total: items.length, complete: true };
+      },
     },
     video: {
       pointsSummary: () => held("balance"),
       async *listSkills() {
-        yield* (await held("skills")) as Array<{ id: string; name: string }>;
+        const skills = (await held("skills")) as Array<{ id: string; name: string }>;
+        yield* skills;
+        return { total: skills.length, seen: skills.length, complete: true };
       },
     },
   } as unknown as Pick<Clients, "video" | "speech">;

@@ -1,7 +1,8 @@
 // `clapper tasks list` over lists the sandbox does not produce: a speech service whose pages come
 // back short (the command showed 4 tasks of 8), and a video service that lists oldest first (the
-// spec states no order; the command showed the oldest tasks as the "recent" ones). In process,
-// over real HTTP to small node:http servers, and to the sandbox for the usual case.
+// spec states no order; the command showed the oldest tasks as the "recent" ones), also with
+// short pages (issue 22; test/cli/lists.test.ts has the rest). In process, over real HTTP to
+// small node:http servers, and to the sandbox for the usual case.
 import { afterEach, describe, expect, it } from "vitest";
 import { createClients } from "../../src/api/index.js";
 import { createLogger } from "../../src/cli/logger.js";
@@ -25,7 +26,10 @@ async function json(argv: string[], baseUrl: string): Promise<Array<{ id: string
     logger: createLogger("silent"),
   });
   expect({ code, err: err.join("\n") }).toEqual({ code: 0, err: "" });
-  return JSON.parse(out.join("\n"));
+  // One object (the brief: a list is wrapped), with no warnings: every list here is whole.
+  const answer = JSON.parse(out.join("\n"));
+  expect(Object.keys(answer)).toEqual(["tasks"]);
+  return answer.tasks;
 }
 
 async function serve(script: (query: URLSearchParams, hit: Hit) => unknown) {
@@ -61,6 +65,25 @@ describe("clapper tasks list", () => {
       "1",
       "3",
     ]);
+  });
+
+  it("reads the last page at the size served when an oldest-first list gives fewer a page than asked", async () => {
+    // 250 tasks, oldest first, at most 30 a page, page N at (N-1) x the page_size asked (issue 22):
+    // page 3 of 100 would start at task 200 and hold 200..229, not the newest.
+    const tasks = Array.from({ length: 250 }, (_, i) => videoTask(`t_${i}`, "succeeded", NOW - 10_000 + i));
+    const server = await serve((q) => {
+      const page = Number(q.get("page_num") ?? 1);
+      const size = Number(q.get("page_size") ?? 20);
+      const start = (page - 1) * size;
+      return { items: tasks.slice(start, start + Math.min(size, 30)), total: tasks.length };
+    });
+    const rows = await json(["tasks", "list", "--kind", "video", "--limit", "3"], server.url);
+    expect(rows.map((r) => r.id)).toEqual(["t_249", "t_248", "t_247"]);
+    const asked = server.hits.map((h) => {
+      const q = new URL(h.url, "http://x").searchParams;
+      return `${q.get("page_num")}x${q.get("page_size")}`;
+    });
+    expect(asked).toEqual(["1x100", "9x30"]);
   });
 
   it("reads one page of the sandbox (newest first) for the newest video tasks", async () => {

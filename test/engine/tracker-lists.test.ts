@@ -255,3 +255,44 @@ describe("SpeechPoller.pollMany over short pages", () => {
     expect(server.hits.length - lists.length).toBe(0);
   });
 });
+
+describe("VideoPoller.pollMany over short pages (issue 22)", () => {
+  it("asks the pages after a short one at the length it learnt, so pages placed by the size asked are read", async () => {
+    // Newest first, at most 4 a page, page N at (N-1) x the page_size asked: page 2 of 100 holds
+    // tasks 100..103. The 11 followed tasks are the newest of 120.
+    const created = NOW();
+    const tasks = Array.from({ length: 120 }, (_, i) => ({
+      id: `t_${i}`,
+      at: created - i,
+      views: i < 11 ? 0 : 9,
+    }));
+    const followed = tasks.slice(0, 11);
+    const show = (t: (typeof tasks)[number]) =>
+      videoTask(t.id, t.views++ === 0 ? "running" : "succeeded", t.at);
+    const server = await serve((hit) => {
+      const url = new URL(hit.url, "http://x");
+      if (isVideoList(hit)) {
+        const page = Number(url.searchParams.get("page_num") ?? 1);
+        const size = Number(url.searchParams.get("page_size") ?? 20);
+        const start = (page - 1) * size;
+        return { items: tasks.slice(start, start + Math.min(size, 4)).map(show), total: tasks.length };
+      }
+      const id = decodeURIComponent(url.pathname.split("/").at(-1) ?? "");
+      const task = tasks.find((t) => t.id === id);
+      return { task: task ? show(task) : videoTask(id, "succeeded", created) };
+    });
+    const p = videoPoller(server.url, trackOptions());
+    const done = await Promise.all(followed.map((t) => p.track(t.id, created)));
+    expect(done.every((t) => t.status === "succeeded")).toBe(true);
+    const pages = server.hits.filter(isVideoList).map((h) => new URL(h.url, "http://x").searchParams);
+    // Round 1: page 1 at 100 (4 tasks), then pages 2 and 3 at the 4 learnt; round 2 likewise at 4.
+    expect(pages.slice(0, 3).map((q) => `${q.get("page_num")}x${q.get("page_size")}`)).toEqual([
+      "1x100",
+      "2x4",
+      "3x4",
+    ]);
+    expect(pages.slice(3).every((q) => q.get("page_size") === "4")).toBe(true);
+    // Every task was found on a list page: (as above) at most one looked at alone by timing.
+    expect(server.hits.filter(isVideoSingle).length).toBeLessThanOrEqual(1);
+  });
+});

@@ -479,12 +479,15 @@ describe("injected faults", () => {
 
   it("echoes the fault settings and validates them", async () => {
     const s = await fresh();
+    // The paging faults (test/sandbox/paging.test.ts) are echoed beside the others.
+    const paging = { page_cap: 0, page_placement: "served", page_repeat: false };
     expect(await faults(s, {})).toEqual({
       error_rate: 0,
       error_every: 0,
       drop_rate: 0,
       latency_ms: 0,
       rate_limit_rps: null,
+      ...paging,
     });
     expect(await faults(s, { latency_ms: 5, rate_limit_rps: 50 })).toEqual({
       error_rate: 0,
@@ -492,6 +495,7 @@ describe("injected faults", () => {
       drop_rate: 0,
       latency_ms: 5,
       rate_limit_rps: 50,
+      ...paging,
     });
     // Omitted fields keep their values; null turns the rate limit off.
     expect(await faults(s, { rate_limit_rps: null })).toMatchObject({ latency_ms: 5, rate_limit_rps: null });

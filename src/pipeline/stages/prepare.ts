@@ -4,13 +4,20 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
-import type { Clients } from "../../api/index.js";
+import {
+  type Clients,
+  collectList,
+  IncompleteListError,
+  incompleteWarning,
+  type ListResult,
+} from "../../api/index.js";
+import type { Skill } from "../../api/video.js";
 import type { Job } from "../../manifest/index.js";
 import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
 import { errorInfo, type VoiceRef, voiceHash } from "../jobs.js";
 import { allInOrder } from "../plan.js";
-import type { StateStore } from "../types.js";
+import type { RunOutcome, StateStore } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 
@@ -19,15 +26,27 @@ export interface Prepared {
   voiceRefs: Map<string, VoiceRef>;
 }
 
-export async function prepare(ctx: RunContext, opened: Opened, admitted: Admitted): Promise<Prepared> {
+export async function prepare(
+  ctx: RunContext,
+  opened: Opened,
+  admitted: Admitted,
+): Promise<Prepared | RunOutcome> {
   const { options, signal, log } = ctx;
   const { store, planned } = admitted;
   // Skills (the video service) and voices (the speech service) at once: neither needs the other. A
   // failure is reported as it was when they were done one after another: the skills' first.
-  const [skillIds, voiceRefs] = await allInOrder([
-    syncSkills(options.clients, store, planned.jobs, opened.located.manifest.skills, signal),
-    prepareVoices(options.clients, store, planned.jobs, signal, log),
-  ] as const);
+  let skillIds: Map<string, string>;
+  let voiceRefs: Map<string, VoiceRef>;
+  try {
+    [skillIds, voiceRefs] = await allInOrder([
+      syncSkills(options.clients, store, planned.jobs, opened.located.manifest.skills, signal),
+      prepareVoices(options.clients, store, planned.jobs, signal, log),
+    ] as const);
+  } catch (error) {
+    // A refusal before the first create, not a failure of the service: nothing was submitted.
+    if (error instanceof IncompleteListError) return { exitCode: 2, message: error.message };
+    throw error;
+  }
   const { sink } = opened;
   if (sink.cleanup) {
     // Only uploads begun before this process held the lock, only files of writers that are gone: no
@@ -62,7 +81,7 @@ async function syncSkills(
   const ids = new Map<string, string>();
   const used = new Set(jobs.flatMap((job) => (job.kind === "video" && job.skill ? [job.skill.name] : [])));
   const wanted = skills.filter((s) => s.file && used.has(s.name));
-  let existing: Array<{ id: string; name: string; official: boolean; content: string }> | undefined;
+  let existing: ListResult<Skill> | undefined;
   for (const skill of wanted) {
     const known = j.state.skills[skill.name];
     if (known && known.sha256 === skill.sha256) {
@@ -71,11 +90,13 @@ async function syncSkills(
     }
     const text = await readFile(skill.file as string, "utf8");
     const content = text.replace(/^---\r?\n[\s\S]*?\r?\n---\r?\n?/, "");
-    if (!existing) {
-      existing = [];
-      for await (const s of clients.video.listSkills({}, { signal })) existing.push(s);
+    existing ??= await collectList(clients.video.listSkills({}, { signal }));
+    const same = existing.items.find((s) => !s.official && s.name === skill.name);
+    if (!same && !existing.complete) {
+      throw new IncompleteListError(
+        `refused to create skill ${JSON.stringify(skill.name)}: ${incompleteWarning("skills", existing)}, so it may exist on a page the service did not serve and a create could make a twin; nothing was submitted (run again once the service lists every skill, or create it with clapper skills create)`,
+      );
     }
-    const same = existing.find((s) => !s.official && s.name === skill.name);
     const result = same
       ? await clients.video.updateSkill(same.id, { name: skill.name, content }, { signal })
       : await clients.video.createSkill({ name: skill.name, content }, { signal });

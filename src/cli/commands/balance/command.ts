@@ -6,6 +6,12 @@ export const balance = defineCommand({
   describe: "points summary, packages and speech pricing",
   async handler(args, rt) {
     const m = await import("./index.js");
-    return withServices(rt, args, (c) => m.balance({ clients: c, signal: rt.signal }), m.renderBalance);
+    return withServices(
+      rt,
+      args,
+      (c) => m.balance({ clients: c, signal: rt.signal }),
+      m.renderBalance,
+      (r) => r.warnings ?? [],
+    );
   },
 });

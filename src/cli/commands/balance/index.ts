@@ -1,6 +1,6 @@
 // `clapper balance`: points summary, packages and speech pricing, read in parallel.
 import type { PointsPackage, PointsSummary } from "../../../api/common.js";
-import type { Clients } from "../../../api/index.js";
+import { type Clients, incompleteWarning } from "../../../api/index.js";
 import type { Pricing } from "../../../api/speech.js";
 import { POINTS_PER_SECOND, RESOLUTIONS } from "../../../api/video.js";
 import { date, table } from "../../output.js";
@@ -14,6 +14,8 @@ export interface BalanceResult {
   summary: PointsSummary;
   packages: PointsPackage[];
   pricing: Pricing;
+  /** Set when the packages came back fewer than the service's `total` says. */
+  warnings?: string[];
 }
 
 export async function balance({ clients, signal }: BalanceOptions): Promise<BalanceResult> {
@@ -23,7 +25,13 @@ export async function balance({ clients, signal }: BalanceOptions): Promise<Bala
     clients.video.listPackages(opts),
     clients.speech.pricing(opts),
   ]);
-  return { summary, packages: packages.items, pricing };
+  if (packages.complete) return { summary, packages: packages.items, pricing };
+  return {
+    summary,
+    packages: packages.items,
+    pricing,
+    warnings: [incompleteWarning("points packages", packages)],
+  };
 }
 
 export function renderBalance({ summary, packages, pricing }: BalanceResult): string {

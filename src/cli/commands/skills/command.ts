@@ -1,6 +1,6 @@
 // `clapper skills ...`: the subcommands' flags and handlers; the work is in ./index.ts.
 import type { Argv } from "yargs";
-import { type CommandGroup, defineCommand, withServices } from "../../command.js";
+import { type CommandGroup, defineCommand, withConnection, withList, withServices } from "../../command.js";
 
 const skillArg = (y: Argv) =>
   y.positional("skill", { type: "string", demandOption: true, describe: "id or name" });
@@ -13,9 +13,10 @@ const list = defineCommand<{ keyword?: string }>({
   builder: (y, option) => option(y, "keyword", { type: "string", describe: "filter by name or description" }),
   async handler(args, rt) {
     const m = await import("./index.js");
-    return withServices(
+    return withList(
       rt,
       args,
+      "skills",
       (c) =>
         m.listSkills({ clients: c, signal: rt.signal, ...(args.keyword ? { keyword: args.keyword } : {}) }),
       m.renderSkills,
@@ -104,10 +105,7 @@ const remove = defineCommand<{ skill: string }>({
     return withServices(
       rt,
       args,
-      async (c) => {
-        const existing = await m.findSkill({ clients: c, signal: rt.signal }, args.skill);
-        return { skill_id: await c.video.deleteSkill(existing.id, { signal: rt.signal }), deleted: true };
-      },
+      (c) => m.deleteSkill({ clients: c, signal: rt.signal }, args.skill),
       (r) => `deleted ${r.skill_id}`,
     );
   },
@@ -128,12 +126,18 @@ const push = defineCommand<{ dir: string; "dry-run": boolean }>({
     ),
   async handler(args, rt) {
     const m = await import("./index.js");
-    return withServices(
-      rt,
-      args,
-      (c) => m.pushSkills({ clients: c, signal: rt.signal, dir: args.dir, dryRun: args["dry-run"] }),
-      m.renderPush,
-    );
+    return withConnection(rt, args, async (c) => {
+      const { result, refusal } = await m.pushSkills({
+        clients: c,
+        signal: rt.signal,
+        dir: args.dir,
+        dryRun: args["dry-run"],
+      });
+      const text = m.renderPush(result);
+      if (refusal === undefined) return { code: 0, json: result, text };
+      // A refusal, not a failure: nothing was created, what was found was updated (exit 2).
+      return { code: 2, json: result, text, message: refusal, notes: [`clapper: ${refusal}`] };
+    });
   },
 });
 

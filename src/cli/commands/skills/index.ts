@@ -2,8 +2,15 @@
 import { readdir, readFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import type { Clients } from "../../../api/index.js";
+import {
+  type Clients,
+  collectList,
+  incompleteWarning,
+  type ListResult,
+  NotFoundError,
+} from "../../../api/index.js";
 import type { Skill } from "../../../api/video.js";
+import type { Listed } from "../../command.js";
 import { ExitError, fsExit } from "../../errors.js";
 import { date, table } from "../../output.js";
 
@@ -12,24 +19,59 @@ export interface SkillsOptions {
   signal?: AbortSignal;
 }
 
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of it) out.push(item);
-  return out;
+/** Every skill the service serves, each once, and whether that is all it lists. */
+function skillList(o: SkillsOptions & { keyword?: string }): Promise<ListResult<Skill>> {
+  return collectList(
+    o.clients.video.listSkills(o.keyword ? { keyword: o.keyword } : {}, o.signal ? { signal: o.signal } : {}),
+  );
 }
 
-export async function listSkills(o: SkillsOptions & { keyword?: string }): Promise<Skill[]> {
-  return collect(
-    o.clients.video.listSkills(o.keyword ? { keyword: o.keyword } : {}, o.signal ? { signal: o.signal } : {}),
+export async function listSkills(o: SkillsOptions & { keyword?: string }): Promise<Listed<Skill>> {
+  const list = await skillList(o);
+  return { items: list.items, warnings: list.complete ? [] : [incompleteWarning("skills", list)] };
+}
+
+/** By id, or by exact name when no id matches; `list` is what the match was looked for in. */
+async function lookUp(o: SkillsOptions, idOrName: string) {
+  const list = await skillList(o);
+  const match = list.items.find((s) => s.id === idOrName) ?? list.items.find((s) => s.name === idOrName);
+  return { match, list };
+}
+
+/** Exit 1: no such skill, or none among what an incomplete list served (and it says so). */
+function noSkill(idOrName: string, list: ListResult<Skill>): ExitError {
+  const missing = `no skill with id or name ${JSON.stringify(idOrName)}`;
+  if (list.complete) return new ExitError(1, missing);
+  return new ExitError(
+    1,
+    `${missing} among the ${list.items.length} served; ${incompleteWarning("skills", list)}`,
   );
 }
 
 /** By id, or by exact name when no id matches. */
 export async function findSkill(o: SkillsOptions, idOrName: string): Promise<Skill> {
-  const all = await listSkills(o);
-  const match = all.find((s) => s.id === idOrName) ?? all.find((s) => s.name === idOrName);
-  if (!match) throw new ExitError(1, `no skill with id or name ${JSON.stringify(idOrName)}`);
+  const { match, list } = await lookUp(o, idOrName);
+  if (!match) throw noSkill(idOrName, list);
   return match;
+}
+
+/**
+ * Deletes a skill found by id or name. One the list did not show, when the list is incomplete, may
+ * be on a page the service did not serve: taken as an id, the service is asked to delete it.
+ */
+export async function deleteSkill(
+  o: SkillsOptions,
+  idOrName: string,
+): Promise<{ skill_id: string; deleted: true }> {
+  const { match, list } = await lookUp(o, idOrName);
+  if (!match && list.complete) throw noSkill(idOrName, list);
+  try {
+    const id = await o.clients.video.deleteSkill(match?.id ?? idOrName, o.signal ? { signal: o.signal } : {});
+    return { skill_id: id, deleted: true };
+  } catch (error) {
+    if (!match && error instanceof NotFoundError) throw noSkill(idOrName, list);
+    throw error;
+  }
 }
 
 export interface SkillFile {
@@ -75,11 +117,22 @@ export interface PushResult {
   created: Array<{ name: string; id: string }>;
   updated: Array<{ name: string; id: string }>;
   unchanged: Array<{ name: string; id: string }>;
+  /** Not created: the service listed its skills incompletely, so one of that name may exist. */
+  refused: Array<{ name: string; file: string }>;
   warnings: string[];
 }
 
-/** Creates missing skills, updates changed ones, leaves the rest (including skills not in DIR). */
-export async function pushSkills(o: SkillsOptions & { dir: string; dryRun?: boolean }): Promise<PushResult> {
+export interface Pushed {
+  result: PushResult;
+  /** Why skills were refused, when some were: the command then exits 2. */
+  refusal: string | undefined;
+}
+
+/**
+ * Creates missing skills, updates changed ones, leaves the rest (including skills not in DIR).
+ * While the service lists its skills incompletely, creates none: the missing ones are refused.
+ */
+export async function pushSkills(o: SkillsOptions & { dir: string; dryRun?: boolean }): Promise<Pushed> {
   let entries: string[];
   try {
     entries = (await readdir(o.dir)).filter((f) => f.toLowerCase().endsWith(".md")).sort();
@@ -87,8 +140,9 @@ export async function pushSkills(o: SkillsOptions & { dir: string; dryRun?: bool
     throw fsExit(error, { action: "read the skills folder", path: o.dir });
   }
   const files = await Promise.all(entries.map((f) => readSkillFile(join(o.dir, f))));
-  const custom = (await listSkills(o)).filter((s) => !s.official);
-  const result: PushResult = { created: [], updated: [], unchanged: [], warnings: [] };
+  const list = await skillList(o);
+  const custom = list.items.filter((s) => !s.official);
+  const result: PushResult = { created: [], updated: [], unchanged: [], refused: [], warnings: [] };
   const seen = new Set<string>();
   const opts = o.signal ? { signal: o.signal } : {};
   for (const file of files) {
@@ -109,7 +163,10 @@ export async function pushSkills(o: SkillsOptions & { dir: string; dryRun?: bool
       content: file.content,
       ...(file.description ? { description: file.description } : {}),
     };
-    if (!existing) {
+    if (!existing && !list.complete) {
+      // A skill of this name may be on a page the service did not serve: a create could make a twin.
+      result.refused.push({ name: file.name, file: file.path });
+    } else if (!existing) {
       const id = o.dryRun ? "(dry run)" : (await o.clients.video.createSkill(body, opts)).id;
       result.created.push({ name: file.name, id });
     } else if (
@@ -122,7 +179,13 @@ export async function pushSkills(o: SkillsOptions & { dir: string; dryRun?: bool
       result.unchanged.push({ name: file.name, id: existing.id });
     }
   }
-  return result;
+  return { result, refusal: result.refused.length > 0 ? refusal(result.refused, list) : undefined };
+}
+
+function refusal(refused: PushResult["refused"], list: ListResult<Skill>): string {
+  const n = refused.length;
+  const names = refused.map((r) => r.name).join(", ");
+  return `refused to create ${n} skill${n === 1 ? "" : "s"} (${names}): ${incompleteWarning("skills", list)}, so a skill of ${n === 1 ? "that name" : "those names"} may exist on a page it did not serve and a create could make a twin; check with clapper skills list and create ${n === 1 ? "it" : "them"} with clapper skills create FILE, or push again once the service lists every skill`;
 }
 
 export function renderSkills(skills: readonly Skill[]): string {
@@ -146,8 +209,12 @@ export function renderPush(r: PushResult): string {
     ...r.created.map((s) => `created    ${s.name}  ${s.id}`),
     ...r.updated.map((s) => `updated    ${s.name}  ${s.id}`),
     ...r.unchanged.map((s) => `unchanged  ${s.name}  ${s.id}`),
+    ...r.refused.map((s) => `refused    ${s.name}  (not created: the skill list is incomplete)`),
     ...r.warnings.map((w) => `warning: ${w}`),
   ];
-  lines.push(`${r.created.length} created, ${r.updated.length} updated, ${r.unchanged.length} unchanged`);
+  const refused = r.refused.length > 0 ? `, ${r.refused.length} refused` : "";
+  lines.push(
+    `${r.created.length} created, ${r.updated.length} updated, ${r.unchanged.length} unchanged${refused}`,
+  );
   return lines.join("\n");
 }

@@ -1,6 +1,6 @@
 // `clapper tasks ...`: the subcommands' flags and handlers; the work is in ./index.ts.
 import type { Argv } from "yargs";
-import { type CommandGroup, defineCommand, withServices } from "../../command.js";
+import { type CommandGroup, defineCommand, withList, withServices } from "../../command.js";
 import type { TaskKind } from "./index.js";
 import { TASK_STATUSES } from "./statuses.js";
 
@@ -24,9 +24,10 @@ const list = defineCommand<{ kind?: TaskKind; status?: string; limit: number }>(
   },
   async handler(args, rt) {
     const m = await import("./index.js");
-    return withServices(
+    return withList(
       rt,
       args,
+      "tasks",
       (c) =>
         m.listTasks({
           clients: c,

@@ -1,7 +1,14 @@
 // `clapper tasks ...`: look at (and cancel) what a run left behind, on both services.
-import { type Clients, NotFoundError } from "../../../api/index.js";
+import {
+  type Clients,
+  incompleteWarning,
+  MAX_LIST_PAGES,
+  NotFoundError,
+  takeList,
+} from "../../../api/index.js";
 import type { SpeechStatus, SpeechTask } from "../../../api/speech.js";
 import type { VideoStatus, VideoTask } from "../../../api/video.js";
+import type { Listed } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import { date, table } from "../../output.js";
 
@@ -55,7 +62,7 @@ export { TASK_STATUSES } from "./statuses.js";
 
 export async function listTasks(
   o: TasksOptions & { kind?: TaskKind; status?: string; limit: number },
-): Promise<TaskRow[]> {
+): Promise<Listed<TaskRow>> {
   if (o.status !== undefined && !VIDEO_STATUSES.has(o.status) && !SPEECH_STATUSES.has(o.status)) {
     const known = [...new Set([...VIDEO_STATUSES, ...SPEECH_STATUSES])].join(", ");
     throw new ExitError(2, `--status must be one of ${known}, got ${JSON.stringify(o.status)}`);
@@ -65,54 +72,61 @@ export async function listTasks(
   }
   const opts = o.signal ? { signal: o.signal } : {};
   const rows: TaskRow[] = [];
+  const warnings: string[] = [];
   if (o.kind !== "speech" && (o.status === undefined || VIDEO_STATUSES.has(o.status))) {
     const filter = o.status ? { status: o.status as VideoStatus } : {};
-    for (const t of await newestVideos(o.clients.video, filter, o.limit, opts)) rows.push(videoRow(t));
+    const videos = await newestVideos(o.clients.video, filter, o.limit, opts);
+    for (const t of videos.items) rows.push(videoRow(t));
+    if (!videos.complete) warnings.push(incompleteWarning("video tasks", videos));
   }
   if (o.kind !== "video" && (o.status === undefined || SPEECH_STATUSES.has(o.status))) {
     const filter = o.status ? { statuses: [o.status as SpeechStatus] } : {};
-    let n = 0;
-    for await (const t of o.clients.speech.listTasks({ ...filter, limit: Math.min(100, o.limit) }, opts)) {
-      rows.push(speechRow(t));
-      if (++n >= o.limit) break;
-    }
+    const walk = o.clients.speech.listTasks({ ...filter, limit: Math.min(100, o.limit) }, opts);
+    const { items, end } = await takeList(walk, o.limit);
+    for (const t of items) rows.push(speechRow(t));
+    if (end && !end.complete) warnings.push(incompleteWarning("speech tasks", end));
   }
-  return rows.sort((a, b) => b.created_at - a.created_at).slice(0, o.limit);
+  return { items: rows.sort((a, b) => b.created_at - a.created_at).slice(0, o.limit), warnings };
 }
 
 /** Items asked for per page of the video list: the most it gives. */
 const VIDEO_PAGE = 100;
 
 /**
- * At least the `limit` newest video tasks (fewer when there are fewer). The spec states no order
- * for the video list: the first page shows which way this service lists, and the pages are read
- * from the end that holds the newest tasks. Every task read is returned; the caller sorts.
+ * At least the `limit` newest video tasks (fewer when there are fewer), each once. The spec states
+ * no order for the video list: the first page shows which way this service lists, and the pages
+ * are read from the end that holds the newest tasks. Every task read is returned; the caller
+ * sorts. `complete` says whether the tasks read hold the `limit` newest (or all of them).
  */
 async function newestVideos(
   video: Clients["video"],
   filter: { status?: VideoStatus },
   limit: number,
   opts: { signal?: AbortSignal },
-): Promise<VideoTask[]> {
+): Promise<{ items: VideoTask[]; total: number; seen: number; complete: boolean }> {
   const first = await video.listPage(1, { ...filter, pageSize: VIDEO_PAGE }, opts);
   const found = new Map(first.items.map((t) => [t.id, t]));
-  // The page length the service applies, which may be less than asked: pages are cut at it.
-  const pages = Math.ceil(first.total / Math.max(1, first.items.length));
+  const total = first.total;
+  // A first page shorter than asked and than the list shows the size the service serves. The
+  // other pages are asked at that size, where the service places them whether it counts pages by
+  // the size asked or by the size served (asked at 100, page 3 would start at task 200 or at 8).
+  const served = Math.max(1, first.items.length);
+  const size = served < Math.min(VIDEO_PAGE, total) ? served : VIDEO_PAGE;
+  const pages = first.items.length === 0 ? 1 : Math.min(MAX_LIST_PAGES, Math.ceil(total / size));
   const head = first.items[0]?.created_at ?? 0;
   const oldestFirst = head < (first.items.at(-1)?.created_at ?? 0);
   // Listed oldest first, the first page holds the oldest tasks: only later pages count to the limit.
-  let counted = oldestFirst ? 0 : first.items.length;
+  let counted = oldestFirst ? 0 : found.size;
   for (let i = 2; i <= pages && counted < limit; i++) {
-    const list = await video.listPage(
-      oldestFirst ? pages + 2 - i : i,
-      { ...filter, pageSize: VIDEO_PAGE },
-      opts,
-    );
-    if (list.items.length === 0) break;
+    const list = await video.listPage(oldestFirst ? pages + 2 - i : i, { ...filter, pageSize: size }, opts);
+    const before = found.size;
     for (const t of list.items) found.set(t.id, t);
-    counted += list.items.length;
+    // An empty page, or one of tasks read already, ends the walk: the rest cannot be reached.
+    if (found.size === before) break;
+    counted += found.size - before;
   }
-  return [...found.values()];
+  const complete = found.size >= total || counted >= Math.min(limit, total);
+  return { items: [...found.values()], total, seen: found.size, complete };
 }
 
 /** Asks the named service, or both in turn when the kind is not given. */

@@ -1,6 +1,6 @@
 // `clapper voices ...`: the subcommands' flags and handlers; the work is in ./index.ts.
 import { open } from "node:fs/promises";
-import { type CommandGroup, defineCommand, withServices } from "../../command.js";
+import { type CommandGroup, defineCommand, withList, withServices } from "../../command.js";
 import { fsExit } from "../../errors.js";
 
 const list = defineCommand<{ custom: boolean }>({
@@ -10,9 +10,10 @@ const list = defineCommand<{ custom: boolean }>({
     option(y, "custom", { type: "boolean", default: false, describe: "the organization's custom voices" }),
   async handler(args, rt) {
     const m = await import("./index.js");
-    return withServices(
+    return withList(
       rt,
       args,
+      "voices",
       (c) => m.listVoices({ clients: c, signal: rt.signal, custom: args.custom }),
       m.renderVoices,
     );

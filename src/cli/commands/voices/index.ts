@@ -2,8 +2,9 @@
 // file, delete one.
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { type Clients, uploadReferenceAudio } from "../../../api/index.js";
+import { type Clients, incompleteWarning, uploadReferenceAudio } from "../../../api/index.js";
 import type { Voice } from "../../../api/speech.js";
+import type { Listed } from "../../command.js";
 import { date, table } from "../../output.js";
 
 export interface VoicesOptions {
@@ -11,8 +12,10 @@ export interface VoicesOptions {
   signal?: AbortSignal;
 }
 
-export async function listVoices(o: VoicesOptions & { custom?: boolean }): Promise<Voice[]> {
-  return o.clients.speech.listVoices(o.custom ? "custom" : "preset", o.signal ? { signal: o.signal } : {});
+export async function listVoices(o: VoicesOptions & { custom?: boolean }): Promise<Listed<Voice>> {
+  const kind = o.custom ? "custom" : "preset";
+  const list = await o.clients.speech.listVoices(kind, o.signal ? { signal: o.signal } : {});
+  return { items: list.items, warnings: list.complete ? [] : [incompleteWarning(`${kind} voices`, list)] };
 }
 
 async function sha256File(path: string): Promise<string> {
