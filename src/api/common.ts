@@ -1,6 +1,8 @@
 // Shapes shared by both services: error bodies, points packages and balances, and the
 // one way we turn a zod failure into the precise, field-naming messages users read.
+
 import { z } from "zod";
+import { show } from "./show.js";
 
 /** HTTP 400 body for request-format and parameter-validation failures (both specs). */
 export const ValidationErrorBody = z.looseObject({
@@ -81,18 +83,6 @@ export function issuesFromZod(error: z.ZodError): Issue[] {
   return error.issues.map((i) => ({ path: i.path.filter((p) => typeof p !== "symbol"), message: i.message }));
 }
 
-/** Renders a received value for a message: strings quoted, long values cut. */
-export function show(value: unknown): string {
-  if (value === undefined) return "nothing";
-  let text: string;
-  try {
-    text = typeof value === "string" ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
-  } catch {
-    text = String(value);
-  }
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
-}
-
 /**
  * Zod's default messages ("Too big: expected number to be <=30") do not say what was sent.
  * This map gives every schema in src/api/ the p-queue style: what was expected, and what came.
@@ -164,3 +154,5 @@ export function charLength(text: string): number {
   for (const _ of text) n++;
   return n;
 }
+
+export { show };

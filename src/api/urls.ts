@@ -2,7 +2,7 @@
 // http(s), free of user information, and does its host literal point at a public address?
 // DNS resolution is checked elsewhere; here a host name is accepted as "name".
 import { BlockList, isIP } from "node:net";
-import { show } from "./common.js";
+import { show } from "./show.js";
 
 export type HostClass =
   | "loopback"

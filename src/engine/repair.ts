@@ -10,6 +10,7 @@
 // again with its key, a lost status by looking at the task, a lost result by downloading it again.
 // The only lines that cannot be rebuilt are a snapshot (the whole state before it) and the run's
 // first record when it cannot be told what it was: then the repair refuses rather than guess.
+import { createHash } from "node:crypto";
 import { copyFile, open, readFile, rename } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { JournalDamagedError, journalLines } from "./journal.js";
@@ -50,7 +51,16 @@ type AttemptRecord = Extract<
   { t: "intent" | "withdrawn" | "reserve" | "sending" | "created" | "task" | "settled" }
 >;
 const ATTEMPT = new Set(["withdrawn", "reserve", "sending", "created", "task", "settled"]);
-const OF_A_JOB = new Set(["intent", "skip", "problem", "stored", "failed", "cancelled", ...ATTEMPT]);
+const OF_A_JOB = new Set([
+  "intent",
+  "skip",
+  "problem",
+  "stored",
+  "failed",
+  "cancelled",
+  "shared",
+  ...ATTEMPT,
+]);
 
 export function repairRecords(text: string, input: RepairInput): Repaired {
   const { lines } = journalLines<RunRecord | { t: "snapshot"; state: RunState }>(text);
@@ -134,7 +144,7 @@ export function journalText(records: Repaired["records"]): string {
 
 /**
  * Repairs the journal file in place when it is damaged; undefined when it is not. The damaged file
- * is kept beside it (`state.jsonl.damaged-TIME`), and the repaired one takes its name by a rename:
+ * is kept beside it (`state.jsonl.damaged-HASH`), and the repaired one takes its name by a rename:
  * a kill at any moment leaves either the damaged file (repaired again next time) or the repaired one.
  */
 export async function repairJournalFile(
@@ -145,7 +155,8 @@ export async function repairJournalFile(
   const { lines } = journalLines(text);
   if (!lines.some((l, i) => l.record === undefined && i < lines.length - 1)) return undefined;
   const repaired = repairRecords(text, input);
-  const copy = `${path}.damaged-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+  // Named by its content: a repair killed before its rename and made again keeps one copy.
+  const copy = `${path}.damaged-${createHash("sha256").update(text).digest("hex").slice(0, 12)}`;
   await copyFile(path, copy);
   const marker: RunRecord = {
     t: "repaired",

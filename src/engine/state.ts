@@ -53,6 +53,11 @@ export interface Attempt {
   error?: { code: string; message: string };
   /** When the attempt was settled (ms since the epoch, this machine's clock), when recorded. */
   endedAt?: number;
+  /**
+   * The service gave this attempt's task id to another create too: whose request the task ran
+   * cannot be told, so it is followed and paid, never collected, and the job fails with this.
+   */
+  shared?: { code: string; message: string };
 }
 
 export interface StoredOutput {
@@ -183,6 +188,8 @@ export type RunRecord =
   /** `previous`: an attempt of an edited-away version, whose task was learned by sending again. */
   | { t: "created"; id: string; n: number; task_id: string; previous?: boolean }
   | { t: "task"; id: string; n: number; status: string }
+  /** The attempt's task id was given to another create too (see Attempt.shared). */
+  | { t: "shared"; id: string; n: number; task_id: string; error: { code: string; message: string } }
   | {
       t: "settled";
       id: string;
@@ -228,7 +235,7 @@ type RunLevelRecord = RecordOf<
   "run" | "fresh" | "finish" | "voice" | "skill" | "balance" | "lock" | "repaired"
 >;
 type AttemptRecord = RecordOf<
-  "intent" | "withdrawn" | "reserve" | "sending" | "created" | "task" | "settled"
+  "intent" | "withdrawn" | "reserve" | "sending" | "created" | "task" | "settled" | "shared"
 >;
 type JobRecord = Exclude<RunRecord, RunLevelRecord | AttemptRecord>;
 
@@ -251,6 +258,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
     case "created":
     case "task":
     case "settled":
+    case "shared":
       applyAttemptRecord(state, r);
       break;
     default:
@@ -452,6 +460,14 @@ function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
     case "settled":
       settleAttempt(state, r);
       break;
+    case "shared": {
+      const job = state.jobs[r.id];
+      const a = [...(job?.attempts ?? []), ...(job?.previous ?? [])].find(
+        (x) => x.n === r.n && x.taskId === r.task_id,
+      );
+      if (a) a.shared = r.error;
+      break;
+    }
   }
 }
 

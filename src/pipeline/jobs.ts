@@ -27,7 +27,13 @@ import {
 } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
 import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
-import { DownloadFailedError, DownloadTimeUpError, DownloadTrail, storeResult } from "../engine/collect.js";
+import {
+  DownloadFailedError,
+  DownloadTimeUpError,
+  DownloadTrail,
+  ResultTransferError,
+  storeResult,
+} from "../engine/collect.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
 import { linePoints, PriceError, SpeechDisabledError, type SpeechPricer } from "../engine/pricing.js";
@@ -141,8 +147,6 @@ export class JobRunner {
    * left: an intent found in the journal may have been sent by the process that wrote it.
    */
   private readonly opened = new Set<string>();
-  /** Task ids the service gave to two attempts, with the error both fail with. */
-  private readonly shared = new Map<string, { code: string; message: string }>();
   /** Jobs whose paid result this run fetched again: once is enough, then --retry-failed may create. */
   private readonly fetchedAgain = new Set<string>();
 
@@ -507,19 +511,25 @@ export class JobRunner {
       code: "task_id_shared",
       message: `the service answered the create of ${job.id} with task ${taskId}, which it had given to ${holder.job} already: neither can tell whose request it ran, so both fail; run with --retry-failed to create new tasks`,
     };
-    this.shared.set(taskId, error);
+    // The holder first, so that a kill anywhere here leaves it marked, or this attempt open (its
+    // create is sent again with its key, answered the same, and this is done again).
+    const other = this.state.jobs[holder.job];
+    const held = other?.attempts.find((a) => a.n === holder.n);
+    // A holder of an earlier run keeps what it stored then: its task was its own when it was made.
+    if (other && held?.campaign === this.state.campaign) {
+      await this.c.journal.append(
+        { t: "shared", id: holder.job, n: holder.n, task_id: taskId, error },
+        { durable: true },
+      );
+      if (other.status === "stored")
+        await this.c.journal.append({ t: "failed", id: holder.job, error }, { durable: true });
+      this.c.log.error({ job: holder.job, event: "task-id-shared", task_id: taskId }, error.message);
+    }
     await this.settle(job, attempt, 0, { error, fate: "failed" });
     this.c.log.error(
       { job: job.id, event: "task-id-shared", task_id: taskId, holder: holder.job },
       error.message,
     );
-    // A holder of an earlier run keeps what it stored then: its task was its own when it was made.
-    const other = this.state.jobs[holder.job];
-    const now = other?.attempts.find((a) => a.n === holder.n)?.campaign === this.state.campaign;
-    if (other && now && other.status === "stored") {
-      await this.c.journal.append({ t: "failed", id: holder.job, error }, { durable: true });
-      this.c.log.error({ job: holder.job, event: "task-id-shared", task_id: taskId }, error.message);
-    }
     this.c.progress(job);
   }
 
@@ -572,7 +582,7 @@ export class JobRunner {
       this.c.progress(job);
       return "done";
     }
-    const shared = this.shared.get(attempt.taskId);
+    const shared = openAttempt(this.st(job))?.shared;
     if (shared) {
       // Paid for (if it succeeded), never collected: whose request it ran cannot be told.
       const cost = final.status === "succeeded" ? this.costOf(job, attempt, final) : 0;
@@ -990,6 +1000,8 @@ const NETWORK_CODES = new Set([
 /** The store could not be reached (as opposed to refusing this one object). */
 function unreachableStore(error: unknown): boolean {
   if (error instanceof OutputError) return error.unreachable;
+  // A result host that broke one transfer off is not the store, and not down.
+  if (error instanceof ResultTransferError) return false;
   for (let e = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; depth++) {
     if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return true;
     e = e.cause as typeof e;

@@ -205,7 +205,7 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
       "run good: not run yet (2 jobs planned; clapper run good.yaml starts it)",
     );
     // Nothing in flight: the (unreachable) services are not even asked.
-    expect(answer(cancel, 0)).toEqual([]);
+    expect(answer(cancel, 0)).toEqual({ cancelled: [] });
   });
 
   it("budget refusal (3) with the table as data, lock held (5), internal error (70)", async () => {

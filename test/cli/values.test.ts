@@ -305,7 +305,12 @@ describe("errors to exit codes", () => {
       undefined,
       undefined,
     );
-    expect(classify(odd, { bugs: "B" }).code).toBe(1);
+    // An answer its specification does not allow: the service's fault, like one that refuses service.
+    expect(classify(odd, { bugs: "B" })).toEqual({
+      code: 6,
+      message:
+        "the service gave an answer its specification does not allow: list skills: the answer did not have the documented shape; run again once it answers as documented",
+    });
     const bug = classify(new TypeError("x is undefined"), { bugs: "https://example.test/issues" });
     expect(bug.code).toBe(70);
     expect(bug.message).toBe(

@@ -73,7 +73,7 @@ const cancel = defineCommand<{ kind?: TaskKind; id: string }>({
           id: args.id,
           ...(args.kind ? { kind: args.kind } : {}),
         }),
-      (r) => `${r.kind} task ${r.id}: ${r.status}`,
+      m.renderCancelled,
     );
   },
 });

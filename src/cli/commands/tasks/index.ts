@@ -1,5 +1,6 @@
 // `clapper tasks ...`: look at (and cancel) what a run left behind, on both services.
 import {
+  ClapperApiError,
   type Clients,
   incompleteWarning,
   MAX_LIST_PAGES,
@@ -161,24 +162,58 @@ export async function getTask(o: TasksOptions & { id: string; kind?: TaskKind })
   );
 }
 
-export async function cancelTask(
-  o: TasksOptions & { id: string; kind?: TaskKind },
-): Promise<{ kind: TaskKind; id: string; status: string }> {
+/** What `tasks cancel` did: cancelled, accepted and stopping, or nothing to do (it had ended). */
+export interface CancelledTask {
+  kind: TaskKind;
+  id: string;
+  status: string;
+  outcome: "cancelled" | "stopping" | "ended";
+}
+
+const ENDED = new Set(["succeeded", "failed", "cancelled"]);
+
+export async function cancelTask(o: TasksOptions & { id: string; kind?: TaskKind }): Promise<CancelledTask> {
   const opts = o.signal ? { signal: o.signal } : {};
-  return eitherKind<{ kind: TaskKind; id: string; status: string }>(
+  const one = async (
+    kind: TaskKind,
+    cancel: () => Promise<{ status: string }>,
+    look: () => Promise<{ status: string }>,
+  ): Promise<CancelledTask> => {
+    try {
+      const { status } = await cancel();
+      return { kind, id: o.id, status, outcome: status === "cancelled" ? "cancelled" : "stopping" };
+    } catch (error) {
+      // Refused: a task that had ended has nothing to cancel, which is no failure; one past
+      // cancelling (a line already generating) is, and says so.
+      if (error instanceof NotFoundError || !(error instanceof ClapperApiError)) throw error;
+      const { status } = await look();
+      if (ENDED.has(status)) return { kind, id: o.id, status, outcome: "ended" };
+      throw error;
+    }
+  };
+  return eitherKind<CancelledTask>(
     o.kind,
     o.id,
-    async () => ({
-      kind: "video" as const,
-      id: o.id,
-      status: (await o.clients.video.cancelTask(o.id, opts)).status,
-    }),
-    async () => ({
-      kind: "speech" as const,
-      id: o.id,
-      status: (await o.clients.speech.cancelTask(o.id, opts)).status,
-    }),
+    () =>
+      one(
+        "video",
+        () => o.clients.video.cancelTask(o.id, opts),
+        () => o.clients.video.getTask(o.id, opts),
+      ),
+    () =>
+      one(
+        "speech",
+        () => o.clients.speech.cancelTask(o.id, opts),
+        () => o.clients.speech.getTask(o.id, opts),
+      ),
   );
+}
+
+export function renderCancelled(r: CancelledTask): string {
+  const at = `${r.kind} task ${r.id}`;
+  if (r.outcome === "cancelled") return `${at}: cancelled`;
+  if (r.outcome === "ended") return `${at}: had already ended (${r.status}); nothing to cancel`;
+  return `${at}: cancel accepted; it was ${r.status} on an execution node and stops shortly (look again with clapper tasks get ${r.id})`;
 }
 
 export function renderTasks(rows: readonly TaskRow[]): string {

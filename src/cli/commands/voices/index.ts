@@ -36,7 +36,9 @@ export type CreatedVoice = Voice & { created: boolean };
 export async function createVoice(o: VoicesOptions & { name: string; file: string }): Promise<CreatedVoice> {
   const opts = o.signal ? { signal: o.signal } : {};
   const name = o.name.trim();
-  const existing = (await o.clients.speech.listVoices("custom", opts)).find((v) => v.name.trim() === name);
+  const existing = (await o.clients.speech.listVoices("custom", opts)).items.find(
+    (v) => v.name.trim() === name,
+  );
   if (existing) return { ...existing, created: false };
   const started = Math.floor(Date.now() / 1000);
   const asset = await uploadReferenceAudio(o.clients.http, o.clients.speech, o.file, opts);
