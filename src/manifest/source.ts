@@ -424,15 +424,27 @@ export function csvRows(
     }) as unknown as Array<{ record: string[]; info: { bytes: number } }>;
   } catch (error) {
     const e = error as Error & { code?: string; lines?: number };
-    if (e.code === "CSV_QUOTE_NOT_CLOSED") {
-      // The parser notices an unclosed quote at the end of the file, and its offsets of the last
-      // record are not reliable; the line that opened the quote is the one to fix.
-      const opened = unclosedQuote(Buffer.from(text, "utf8"));
+    const trouble = quoteTrouble(Buffer.from(text, "utf8"));
+    if (trouble && (e.code === "CSV_QUOTE_NOT_CLOSED" || e.code === "CSV_INVALID_CLOSING_QUOTE")) {
+      // The parser notices a quote left open where it stops, lines later; the line that opened
+      // the quote is the one to fix, and it is said in words, not in the parser's.
+      const opened = startLine(trouble.open);
+      const closed = trouble.close === undefined ? undefined : lineOf(text, trouble.close);
+      const message =
+        closed === undefined
+          ? `CSV: a quoted cell opens on this line and is never closed ${MISSING_QUOTE}`
+          : closed > opened
+            ? `CSV: a quoted cell opens on this line and is not closed before line ${closed} ${MISSING_QUOTE}`
+            : 'CSV: a quoted cell on this line has a " inside it that is not doubled: write it as "" (for example "A ""lighthouse"" at dusk")';
+      problems.error(display, opened, "", message);
+    } else if (e.code === "INVALID_OPENING_QUOTE") {
+      const field = Number(/on field (\d+)/.exec(e.message)?.[1] ?? Number.NaN);
+      const column = csvHeader(text)?.[field];
       problems.error(
         display,
-        opened === undefined ? (e.lines ?? 0) : startLine(opened),
-        "",
-        'CSV: Quote Not Closed: the quoted cell opened on this line never ends (a missing ")',
+        e.lines ?? 0,
+        column ?? "",
+        `CSV: a " inside a cell that does not start with one: quote the whole cell and double each " inside it (for example "A ""lighthouse"" at dusk")`,
       );
     } else {
       // csv-parse quotes the cell it stopped in (`value is "..."`): a snippet of it at most.
@@ -564,11 +576,15 @@ function headerWidth(text: string): number | undefined {
   }
 }
 
+const MISSING_QUOTE = '(its closing " is missing; a " inside a cell is written "")';
+
 /**
- * The offset of the quote that opens a cell never closed, read as csv-parse reads: a quote opens a
- * cell only at its start (spaces aside), and `""` inside a quoted cell is a quote.
+ * The first quoted cell that does not end as a cell must, read as csv-parse reads: `open` is the
+ * offset of its opening quote (a quote opens a cell only at its start, spaces aside; `""` inside
+ * is a quote), `close` that of the quote taken for its end when something other than a separator
+ * follows it; no `close` when the file ends inside it.
  */
-function unclosedQuote(bytes: Buffer): number | undefined {
+function quoteTrouble(bytes: Buffer): { open: number; close?: number } | undefined {
   let open: number | undefined;
   let cellStart = true;
   let i = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
@@ -576,18 +592,42 @@ function unclosedQuote(bytes: Buffer): number | undefined {
     const b = bytes[i];
     if (open !== undefined) {
       if (b !== 0x22) continue;
-      if (bytes[i + 1] === 0x22) i++;
-      else {
-        open = undefined;
-        cellStart = false;
+      if (bytes[i + 1] === 0x22) {
+        i++;
+        continue;
       }
+      let next = i + 1;
+      while (bytes[next] === 0x20 || bytes[next] === 0x09) next++;
+      const after = bytes[next];
+      if (after !== undefined && after !== 0x2c && after !== 0x0a && after !== 0x0d) return { open, close: i };
+      open = undefined;
+      cellStart = false;
       continue;
     }
     if (b === 0x22 && cellStart) open = i;
     else if (b === 0x2c || b === 0x0a || b === 0x0d) cellStart = true;
     else if (b !== 0x20 && b !== 0x09) cellStart = false;
   }
-  return open;
+  return open === undefined ? undefined : { open };
+}
+
+/** The 1-based line of a byte offset of `text`. */
+function lineOf(text: string, offset: number): number {
+  const bytes = Buffer.from(text, "utf8").subarray(0, offset);
+  let line = 1;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] === 0x0a || (bytes[i] === 0x0d && bytes[i + 1] !== 0x0a)) line++;
+  }
+  return line;
+}
+
+/** The header row's cells, when it parses. */
+function csvHeader(text: string): string[] | undefined {
+  try {
+    return (parseCsv(text, { bom: true, relax_column_count: true, to: 1, trim: true }) as string[][])[0];
+  } catch {
+    return undefined;
+  }
 }
 
 /**

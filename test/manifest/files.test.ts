@@ -232,12 +232,12 @@ describe("the manifest and the files it names", () => {
     expect(leaks(JSON.stringify([bare, rows]))).toEqual([]);
   });
 
-  it("quotes at most a snippet of the cell a CSV syntax error stops in", async () => {
+  it("says a CSV syntax error in words, naming the column, never quoting the cell it stops in", async () => {
     const r = await ws.load({
       "m.csv": `kind,id,prompt\nshot,s1,${SECRET} and a long text that runs on "quoted"\n`,
     });
     expect(r.formatted).toEqual([
-      'm.csv:2: CSV: Invalid Opening Quote: a quote is found on field 2 at line 2, value is "sk-ml-…[redacted] and a long text that …"',
+      'm.csv:2: prompt: CSV: a " inside a cell that does not start with one: quote the whole cell and double each " inside it (for example "A ""lighthouse"" at dusk")',
     ]);
   });
 

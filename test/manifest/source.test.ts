@@ -71,7 +71,7 @@ describe("CSV positions", () => {
 
   it("reports an unclosed quote at the row that opened it", () => {
     expect(lines('id,prompt\na,x\nb,"never closed\nc,y\n', "shot").problems).toEqual([
-      expect.stringMatching(/^x\.csv:3: CSV: Quote Not Closed/),
+      expect.stringMatching(/^x\.csv:3: CSV: a quoted cell opens on this line and is never closed/),
     ]);
   });
 

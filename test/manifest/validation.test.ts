@@ -106,11 +106,11 @@ describe("an unclosed CSV quote", () => {
     csvRows(text, "x.csv", "shot", p);
     return p.errors.map(formatProblem);
   };
-  const message = "CSV: Quote Not Closed: the quoted cell opened on this line never ends";
+  const message = "CSV: a quoted cell opens on this line and is never closed";
 
   it("is reported on the line where the quote opens, after several rows", () => {
     expect(problems('id,prompt,duration\na,x,5\nb,y,"5\nc,y,6\nd,z,7\n')).toEqual([
-      expect.stringMatching(/^x\.csv:3: CSV: Quote Not Closed/),
+      expect.stringMatching(/^x\.csv:3: CSV: a quoted cell opens on this line and is never closed/),
     ]);
     expect(problems('id,prompt\na,x\nb,"ok",\nc,"never\n\n\n')).toEqual([
       expect.stringContaining(`x.csv:4: ${message}`),
@@ -124,6 +124,19 @@ describe("an unclosed CSV quote", () => {
     // CRLF line ends and a byte-order mark count as usual.
     expect(problems('\ufeffid,prompt\r\na,"x ""quoted"" y"\r\nb,"open\r\nc,y\r\n')).toEqual([
       expect.stringContaining(`x.csv:3: ${message}`),
+    ]);
+  });
+
+  it("is reported where it opened, in words, when a later quote seems to close it", () => {
+    // The parser stops on line 3 ("Invalid Closing Quote"): the quote left open is on line 2.
+    expect(problems('id,prompt,duration\ns01,"A lighthouse,5\ns02,"Waves",5\n')).toEqual([
+      'x.csv:2: CSV: a quoted cell opens on this line and is not closed before line 3 (its closing " is missing; a " inside a cell is written "")',
+    ]);
+    expect(problems('id,prompt,duration\ns01,"A "light" house",5\n')).toEqual([
+      'x.csv:2: CSV: a quoted cell on this line has a " inside it that is not doubled: write it as "" (for example "A ""lighthouse"" at dusk")',
+    ]);
+    expect(problems('id,prompt\ns01,A "light" house\n')).toEqual([
+      'x.csv:2: prompt: CSV: a " inside a cell that does not start with one: quote the whole cell and double each " inside it (for example "A ""lighthouse"" at dusk")',
     ]);
   });
 
