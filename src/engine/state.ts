@@ -118,6 +118,11 @@ export interface RunState {
    */
   manifest_path?: string;
   /**
+   * The manifest's path from the state's folder: a project copied or moved whole finds its manifest
+   * where this says, whatever the absolute path (see pipeline/locate.ts, checkOwner).
+   */
+  manifest_rel?: string;
+  /**
    * Counts completed runs of this state. A run that is interrupted and resumed stays in one
    * campaign, so its report covers the work of every process that took part.
    */
@@ -156,6 +161,7 @@ export type RunRecord =
       /** Journals before `fresh` records: this run started a fresh campaign. */
       fresh?: boolean;
       manifest_path?: string;
+      manifest_rel?: string;
     }
   /**
    * `--fresh`: these jobs are generated again, in a new epoch (so nothing earlier is replayed).
@@ -279,6 +285,8 @@ function applyRunRecord(state: RunState, r: RunLevelRecord): void {
         delete state.balance_before;
       }
       if (r.manifest_path !== undefined) state.manifest_path = r.manifest_path;
+      if (r.manifest_rel !== undefined) state.manifest_rel = r.manifest_rel;
+      else if (r.manifest_path !== undefined) delete state.manifest_rel;
       if (r.fresh) state.run.fresh = true;
       // Older journals started a fresh run in a new file with only the epoch on its first record.
       if (r.epoch !== undefined) state.epoch = r.epoch;

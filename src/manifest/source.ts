@@ -599,7 +599,8 @@ function quoteTrouble(bytes: Buffer): { open: number; close?: number } | undefin
       let next = i + 1;
       while (bytes[next] === 0x20 || bytes[next] === 0x09) next++;
       const after = bytes[next];
-      if (after !== undefined && after !== 0x2c && after !== 0x0a && after !== 0x0d) return { open, close: i };
+      if (after !== undefined && after !== 0x2c && after !== 0x0a && after !== 0x0d)
+        return { open, close: i };
       open = undefined;
       cellStart = false;
       continue;

@@ -167,6 +167,11 @@ function stepFor(draft: Draft, job: Job, entry: StoreEntry | undefined): Step {
       entry.bytes === st.output.bytes &&
       (meta?.fingerprint ?? job.fingerprint) === job.fingerprint;
     if (same) {
+      // Found where this run's output puts it, not where it was stored (a project copied or moved
+      // whole): the record follows the file, so the reports name this run's own.
+      const here = input.uri(key);
+      if (st.output.uri !== here)
+        more(draft, { t: "stored", id: job.id, output: { ...st.output, uri: here } });
       const earlier = !st.attempts.some((a) => a.campaign === preview.campaign);
       if (earlier && !st.skipped) {
         more(draft, { t: "skip", id: job.id });

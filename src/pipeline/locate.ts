@@ -1,9 +1,9 @@
 // Where a run's state lives, found one way by every command (run, status, report, cancel): from the
 // manifest as the full loader reads it, so the name is validated before any path is built from it,
 // and a quick parse can never point a command at another run's state.
-import { existsSync } from "node:fs";
-import { realpath } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { existsSync, realpathSync } from "node:fs";
+import { mkdir, readFile, realpath, writeFile } from "node:fs/promises";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import type { RunState } from "../engine/state.js";
 import { type LoadedManifest, loadManifest, type ManifestInfo, type Problem } from "../manifest/index.js";
 import { type Shard, shardLabel } from "./shard.js";
@@ -64,11 +64,35 @@ export async function locateRun(o: {
 export interface Ownership {
   /** The state belongs to another manifest that still exists: using it would mix two runs. */
   refuse?: string;
-  /** The state's manifest is gone (moved or renamed): this one takes the state over. */
+  /** The state's manifest is gone (moved or renamed), or this is its copy: this one takes the state over. */
   warning?: string;
 }
 
-/** Whether `located`'s manifest may use `state`. */
+/** A path as the file system resolves it (symbolic links followed), or undefined when nothing is there. */
+function real(path: string): string | undefined {
+  try {
+    return realpathSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where a recorded owner sits seen from `base` (the state's folder, or the output folder), for a
+ * project copied or moved whole (`cp -a`, a checkout copied with its `.clapper/`): the manifest
+ * that lies where the owner lay relative to its state is the owner's copy. Absolute paths say
+ * nothing once a folder is copied or a volume is mounted elsewhere.
+ */
+function relativeOwner(base: string, relativePath: string | undefined): string | undefined {
+  return relativePath === undefined ? undefined : resolve(base, relativePath);
+}
+
+/**
+ * Whether `located`'s manifest may use `state`. Two manifests are the same one when one lies where
+ * the other lay, seen from the state: a copy or a move of the whole project adopts its state. A
+ * state whose owner is another manifest that still exists is refused: two manifests with one name
+ * would share state and outputs.
+ */
 export function checkOwner(state: RunState, located: LocatedRun): Ownership {
   const owner = state.manifest_path;
   // No owner recorded (a new state, or one older than this rule): the run records this manifest.
@@ -81,12 +105,76 @@ export function checkOwner(state: RunState, located: LocatedRun): Ownership {
       warning: `the state ${located.statePath} was last run from ${owner}; ${located.manifest.display} goes on with it`,
     };
   }
-  if (existsSync(owner)) {
+  const here = dirname(located.statePath);
+  // A state older than `manifest_rel`, at this manifest's own default place: it was made beside a
+  // manifest of this file name, which is this one's copy.
+  const atHome = located.statePath === defaultStatePath(located.manifest.dir, name, located.shard);
+  const beside =
+    relativeOwner(here, state.manifest_rel) ??
+    (atHome ? join(located.manifest.dir, basename(owner)) : undefined);
+  if (beside !== undefined && real(beside) === located.realPath) {
     return {
-      refuse: `the state ${located.statePath} belongs to ${owner}, another manifest named "${name}": two manifests with one name would share state and outputs; give this one another name (name: ...), or its own --state and --output`,
+      warning: `the state ${located.statePath} was made for ${owner}; ${located.manifest.display} lies where that manifest lay beside its state (a copy or a move of the project) and goes on with it`,
+    };
+  }
+  const other = [owner, beside].find((p) => p !== undefined && existsSync(p));
+  if (other !== undefined) {
+    return {
+      refuse: `the state ${located.statePath} belongs to ${other}, another manifest named "${name}": two manifests with one name would share state and outputs; give this one another name (name: ...), or its own --state and --output`,
     };
   }
   return {
     warning: `the state ${located.statePath} was made for ${owner}, which no longer exists; ${located.manifest.display} takes it over (moved or renamed?)`,
   };
+}
+
+/** The manifest's path from the state's folder, recorded with the state's owner (see `checkOwner`). */
+export function manifestFromState(located: LocatedRun): string | undefined {
+  return isS3State(located.statePath) ? undefined : relative(dirname(located.statePath), located.realPath);
+}
+
+/** The file in a local output folder that names the manifest whose results it holds. */
+const OWNER_FILE = ".clapper-owner.json";
+
+interface OutputOwner {
+  manifest: string;
+  /** The manifest's path from the output folder. */
+  relative: string;
+}
+
+/**
+ * Whether `located`'s manifest may write into the local output folder `root`: the same rule as a
+ * state's, by the record the folder keeps (`.clapper-owner.json`). Two manifests with one name
+ * writing into one folder would overwrite each other's results. S3 outputs are not judged: a
+ * path of another machine says nothing here.
+ */
+export async function checkOutputOwner(root: string, located: LocatedRun): Promise<Ownership> {
+  let text: string;
+  try {
+    text = await readFile(join(root, OWNER_FILE), "utf8");
+  } catch {
+    return {};
+  }
+  let recorded: Partial<OutputOwner>;
+  try {
+    recorded = JSON.parse(text) as Partial<OutputOwner>;
+  } catch {
+    return {};
+  }
+  const owner = typeof recorded.manifest === "string" ? recorded.manifest : undefined;
+  const beside = relativeOwner(root, typeof recorded.relative === "string" ? recorded.relative : undefined);
+  if (owner === undefined || owner === located.realPath) return {};
+  if (beside !== undefined && real(beside) === located.realPath) return {};
+  const other = [owner, beside].find((p) => p !== undefined && existsSync(p));
+  if (other === undefined) return {};
+  return {
+    refuse: `the output folder ${root} holds the results of ${other}, another manifest named "${located.manifest.name}": give this one another name (name: ...) or its own --output`,
+  };
+}
+
+/** Records in the local output folder `root` that `located`'s manifest writes there. */
+export async function recordOutputOwner(root: string, located: LocatedRun): Promise<void> {
+  const record: OutputOwner = { manifest: located.realPath, relative: relative(root, located.realPath) };
+  await mkdir(root, { recursive: true });
+  await writeFile(join(root, OWNER_FILE), `${JSON.stringify(record, null, 2)}\n`);
 }

@@ -2,6 +2,7 @@
 // open the state, and decide the work and whether it fits the budget, on a copy: nothing is written
 // to the state until the run is admitted, and nothing is submitted in this stage.
 import { randomUUID } from "node:crypto";
+import { dirname } from "node:path";
 import pLimit from "p-limit";
 import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
 import { basePoints, UPSCALE_TIERS } from "../../api/video.js";
@@ -18,7 +19,7 @@ import { type Admission, admit, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
 import { fitFromState, logFitted } from "../fitting.js";
 import { errorInfo, idempotencyKey } from "../jobs.js";
-import { checkOwner } from "../locate.js";
+import { checkOutputOwner, checkOwner, manifestFromState, recordOutputOwner } from "../locate.js";
 import { type PlanResult, plan } from "../plan.js";
 import { inShard, type Shard } from "../shard.js";
 import {
@@ -92,6 +93,12 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const ownership = checkOwner(store.state, located);
   if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
+  // A local output folder says whose results it holds: another manifest of this name is refused.
+  const outputRoot = localRoot(sink);
+  if (outputRoot !== undefined) {
+    const output = await checkOutputOwner(outputRoot, located);
+    if (output.refuse) return { exitCode: 2, message: `${output.refuse}; nothing was submitted`, statePath };
+  }
 
   const only = options.only;
   const shard = located.shard;
@@ -196,6 +203,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       { durable: true },
     );
   }
+  if (outputRoot !== undefined) await recordOutputOwner(outputRoot, located);
   if (admission.records.some((r) => r.t === "fresh")) await store.keepCopy?.();
   for (const r of admission.records) void store.append(r).catch(ctx.fail);
   await store.append({ t: "balance", available }, { durable: true });
@@ -348,6 +356,7 @@ function repairInput(ctx: RunContext, name: string, jobs: readonly Job[]): Repai
 /** The records that open this run: who it is, and every job of the plan with its fingerprint. */
 function opening(opened: Opened, planned: PlanResult): RunRecord[] {
   const { manifest, realPath } = opened.located;
+  const rel = manifestFromState(opened.located);
   return [
     {
       t: "run",
@@ -356,6 +365,7 @@ function opening(opened: Opened, planned: PlanResult): RunRecord[] {
       manifest: manifest.display,
       started_at: new Date().toISOString(),
       manifest_path: realPath,
+      ...(rel !== undefined ? { manifest_rel: rel } : {}),
     },
     ...planned.jobs.map(
       (job): RunRecord => ({
@@ -479,4 +489,9 @@ async function withdrawLapsed(ctx: RunContext, store: StateStore, ledger: Points
       "an earlier process's create was never sent and no longer fits the shared budget: withdrawn",
     );
   }
+}
+
+/** The folder of a local output (`undefined` for S3, where a path of another machine says nothing). */
+function localRoot(sink: Sink): string | undefined {
+  return sink.localPath ? dirname(sink.localPath(".clapper-owner.json")) : undefined;
 }

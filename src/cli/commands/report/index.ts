@@ -43,13 +43,13 @@ export async function rewriteReport(o: {
   }
   try {
     const state = await ownState(located, o.s3);
-    const report = await reportFromState(located, state);
     // The same output as the run's: a folder, or S3.
     const { sink } = outputs(
       { ...(o.output ? { output: o.output } : {}), ...(o.s3 ? { s3: o.s3 } : {}) },
       manifest,
       o.cwd,
     );
+    const report = await reportFromState(located, state, sink);
     // The run appended the GitHub step summary already: writing the reports again does not append
     // it a second time.
     let uris: string[];

@@ -1,16 +1,27 @@
 // A run's manifest and state as the commands beside `run` find and read them (status, report,
 // cancel), and where --sandbox keeps the emulator's state for a run.
+import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Journal } from "../../../engine/journal.js";
 import { damagedMessage, isDamagedState } from "../../../engine/repair.js";
-import { applyRecord, initialState, type RunRecord, type RunState } from "../../../engine/state.js";
+import {
+  applyRecord,
+  initialState,
+  type JobState,
+  type RunRecord,
+  type RunState,
+} from "../../../engine/state.js";
+import type { Job } from "../../../manifest/index.js";
+import { outputKey } from "../../../manifest/outputs.js";
 import type { Problem } from "../../../manifest/problems.js";
 import { fitFromState } from "../../../pipeline/fitting.js";
 import { checkOwner, defaultStatePath, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
+import { outputs } from "../../../pipeline/outputs.js";
 import { buildReport, type Report } from "../../../pipeline/report.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
+import type { Sink } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 
 /**
@@ -110,18 +121,49 @@ export function sandboxStatePath(located: LocatedRun): string {
   return join(dirname(beside), "sandbox.json");
 }
 
-/** The report of a run as its state stands (status, report): interrupted when it began and never finished. */
-export async function reportFromState(located: LocatedRun, state: RunState): Promise<Report> {
+/**
+ * The report of a run as its state stands (status, report): interrupted when it began and never
+ * finished. `sink`: the run's output (default: the manifest's own output folder).
+ */
+export async function reportFromState(located: LocatedRun, state: RunState, sink?: Sink): Promise<Report> {
   const shard = located.shard;
   // Shots timed to narration, as the run fitted them (the state says how long each line is).
   const jobs = [...located.loaded.jobs];
   await fitFromState(jobs, state);
   return buildReport({
-    state,
+    state: await relocated(state, jobs, sink ?? localOutput(located)),
     jobs: shard ? jobs.filter((job) => inShard(job, shard)) : jobs,
     ...(shard ? { shard } : {}),
     manifest: located.manifest.display,
     name: located.manifest.name,
     interrupted: state.run?.finished_at === undefined && state.run !== undefined,
   });
+}
+
+/**
+ * The state with its outputs where this project's output folder holds them, for a project copied
+ * or moved whole: a stored file found at the place this run would store it, of the recorded size,
+ * is named there (the next run records it so). In memory only; a folder only (an S3 key names
+ * the same object from anywhere).
+ */
+async function relocated(state: RunState, jobs: readonly Job[], sink: Sink | undefined): Promise<RunState> {
+  if (!sink?.localPath) return state;
+  let copy: RunState | undefined;
+  for (const job of jobs) {
+    const output = state.jobs[job.id]?.output;
+    if (!output || !output.uri.startsWith("/")) continue;
+    const here = sink.uri(outputKey(job));
+    if (output.uri === here) continue;
+    const found = await stat(here).catch(() => undefined);
+    if (found?.size !== output.bytes) continue;
+    copy ??= structuredClone(state);
+    (copy.jobs[job.id] as JobState).output = { ...output, uri: here };
+  }
+  return copy ?? state;
+}
+
+/** The manifest's own output when it is a folder (an S3 output is not opened for this). */
+function localOutput(located: LocatedRun): Sink | undefined {
+  const output = located.manifest.output ?? "./output";
+  return /^s3:\/\//i.test(output) ? undefined : outputs({}, located.manifest, located.manifest.dir).sink;
 }
