@@ -28,8 +28,17 @@ export function redact(text: string): string {
   let out = text;
   for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   // The shape test comes second: a registered key is already gone; this catches another key.
-  return out.includes("sk-ml-") ? out.replace(KEY_SHAPE, `sk-ml-${REDACTED}`) : out;
+  return out.includes("sk-ml-")
+    ? out.replace(KEY_SHAPE, (key) => (PUBLIC_KEYS.has(key.split("=")[0] ?? key) ? key : `sk-ml-${REDACTED}`))
+    : out;
 }
+
+/**
+ * Keys that are no secret: the built-in emulator's documented default, which `sandbox --help` and
+ * the guides must be able to show (as `KEY=ORG` too). A key registered as a secret is redacted all
+ * the same.
+ */
+const PUBLIC_KEYS = new Set(["sk-ml-sandbox"]);
 
 /** Whether `redact` could change this text. */
 function mayHoldSecret(text: string): boolean {

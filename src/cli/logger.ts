@@ -110,11 +110,15 @@ export interface CliLoggerOptions {
 /** The CLI's logger in the format asked for. */
 export function createCliLogger(o: CliLoggerOptions): Logger {
   if (o.format === "json") return createLogger(o.level);
+  // For a person: one sentence a line ("shot/s01: task failed (attempt 1): ... [code]"); the whole
+  // object only when debugging, where its every field matters.
+  const debugging = o.level === "debug" || o.level === "trace";
   const prettify = prettyFactory({
     colorize: o.color === true,
     singleLine: true,
     translateTime: "HH:MM:ss.l",
     ignore: "pid,hostname",
+    ...(debugging ? {} : { hideObject: true, messageFormat: sentence }),
   });
   const writeLine = o.writeLine ?? ((line: string) => void process.stderr.write(`${line}\n`));
   return createLogger(o.level, {
@@ -135,4 +139,28 @@ export function defaultLogLevel(o: {
 }): LogLevel {
   if (o.asked) return o.asked;
   return o.command === "run" && o.format === "json" ? "info" : "warn";
+}
+
+/** Fields of an event worth a person's eye, said after its message. */
+const SAID: ReadonlyArray<readonly [string, (v: unknown) => string]> = [
+  ["attempt", (v) => `attempt ${v}`],
+  ["task_id", (v) => `task ${v}`],
+  ["status", (v) => String(v)],
+  ["uri", (v) => String(v)],
+];
+
+/** An event as one sentence: the job, the message, the details that matter, the error and its code. */
+function sentence(log: Record<string, unknown>, messageKey: string): string {
+  const job = typeof log.job === "string" ? `${log.job}: ` : "";
+  const details = SAID.filter(([key]) => log[key] !== undefined && log[key] !== null).map(([key, say]) =>
+    say(log[key]),
+  );
+  const error = log.error as { code?: unknown; message?: unknown } | string | undefined;
+  const why =
+    typeof error === "string"
+      ? `: ${error}`
+      : error && typeof error === "object" && error.message !== undefined
+        ? `: ${String(error.message)}${error.code !== undefined ? ` [${String(error.code)}]` : ""}`
+        : "";
+  return `${job}${String(log[messageKey] ?? "")}${details.length > 0 ? ` (${details.join(", ")})` : ""}${why}`;
 }

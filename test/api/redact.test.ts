@@ -35,4 +35,11 @@ describe("redact", () => {
     expect(out).toEqual({ a: [REDACTED, 1, null], b: { c: `x ${REDACTED}` }, d: true });
     expect(input.a[0]).toBe("sk-ml-deepsecret99");
   });
+
+  it("leaves the sandbox's public demo key readable, unless it is registered as this run's secret", () => {
+    expect(redact("default sk-ml-sandbox=default")).toBe("default sk-ml-sandbox=default");
+    expect(redact("sk-ml-sandboxed1")).toBe(`sk-ml-${REDACTED}`);
+    addSecret("sk-ml-sandbox");
+    expect(redact("key sk-ml-sandbox")).toBe(`key ${REDACTED}`);
+  });
 });

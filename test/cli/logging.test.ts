@@ -48,6 +48,23 @@ describe("--log-level and --log-format", () => {
     expect(state.code).toBe(0);
   });
 
+  it("pretty lines say a failed attempt in one sentence with its reason and code, not an object", async () => {
+    const failing = await dir.file(
+      "fails.yaml",
+      smallManifest("fails", { lines: false }).replace("take 1", "take 1 [sandbox:fail]"),
+    );
+    const r = await clapper(["run", failing, "--sandbox", "--log-format", "pretty"], { cwd: dir.path });
+    expect(r.code).toBe(1);
+    const lines = r.stderr.split("\n").filter((l) => PRETTY.test(l));
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /WARN: shot\/s01: task failed \(attempt 1\): video generation failed \(\[sandbox:fail\] marker\) \[\w+\]$/,
+      ),
+    );
+    // No JSON object, nor one spread over lines below it.
+    expect(r.stderr).not.toMatch(/[{}]/);
+  });
+
   it("pretty lines without a terminal, for a run and for any other command", async () => {
     const [run, balance, debug] = await Promise.all([
       clapper(

@@ -151,7 +151,7 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
       type: "number",
       rule: { min: 1, integer: true },
       default: DEFAULT_IN_FLIGHT,
-      describe: "tasks in flight per service (bounds open files and sockets; see the README)",
+      describe: "tasks in flight per service (bounds open files and sockets; see docs/configuration.md)",
     },
   ],
   [
@@ -210,6 +210,39 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
   ],
 ];
 
+/** `run --help`'s groups of flags: every flag of the command in one of them. */
+export const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
+  ["What to run:", ["only", "retry-failed", "fresh", "repair-state"]],
+  ["Where results and state go:", ["output", "state", "staging", "s3-endpoint", "s3-path-style"]],
+  ["Spending and stopping:", ["max-points", "max-attempts", "max-failures", "deadline"]],
+  [
+    "The services:",
+    [
+      "rps",
+      "rate-scope",
+      "in-flight",
+      "poll-interval",
+      "give-up-after",
+      "max-result-mb",
+      "allow-private-urls",
+    ],
+  ],
+  ["Callbacks:", ["callback-url", "callback-listen"]],
+  ["Many machines:", ["shard", "shards", "coordinator", "break-lock"]],
+];
+
+const RUN_EXAMPLES: ReadonlyArray<readonly [string, string]> = [
+  ["$0 run storyboard.yaml --sandbox", "try a manifest against the built-in emulator: no key, nothing spent"],
+  ["$0 run storyboard.yaml --max-points 500", "the real run, spending at most 500 points"],
+  ["$0 run storyboard.yaml", "again: resumes, reuses what is stored, generates only what changed"],
+  ["$0 run storyboard.yaml --only s03,n05", "only the rows s03 (every take of the shot) and n05"],
+  [
+    "$0 run storyboard.yaml --retry-failed",
+    "give failed jobs a new task (paid results are fetched again first)",
+  ],
+  ["$0 run storyboard.yaml --output s3://bucket/renders", "results and reports into S3"],
+];
+
 export const run = defineCommand<RunArgs>({
   command: "run <manifest>",
   describe:
@@ -219,7 +252,11 @@ export const run = defineCommand<RunArgs>({
     b = stateFlag(b, option, "keep (resumed when it exists)");
     b = shardFlags(b, option);
     for (const [name, spec] of RUN_FLAGS) b = option(b, name, spec);
-    return coordinatorFlag(b, option);
+    b = coordinatorFlag(b, option);
+    // --help reads by what a person wants to change, with the common cases first.
+    for (const [title, flags] of RUN_GROUPS) b = b.group([...flags], title);
+    for (const [example, what] of RUN_EXAMPLES) b = b.example(example, what);
+    return b;
   },
   check(args) {
     // The same checks as the run makes, without a file or the network (parseCommandLine too).

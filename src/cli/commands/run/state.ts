@@ -151,7 +151,7 @@ async function relocated(state: RunState, jobs: readonly Job[], sink: Sink | und
   let copy: RunState | undefined;
   for (const job of jobs) {
     const output = state.jobs[job.id]?.output;
-    if (!output || !output.uri.startsWith("/")) continue;
+    if (!output?.uri.startsWith("/")) continue;
     const here = sink.uri(outputKey(job));
     if (output.uri === here) continue;
     const found = await stat(here).catch(() => undefined);
