@@ -67,6 +67,27 @@ describe("exit 0: every job stored", () => {
   });
 });
 
+describe("skills the manifest does not define", () => {
+  it("an official skill named by its name or its id is sent by its id, and the shot is made", async () => {
+    const { s, w } = await setup();
+    const manifest = await w.manifest({
+      shots: [
+        { id: "s01", prompt: "A pan across the harbour", use_context_ir: true, skill: "Camera language" },
+        {
+          id: "s02",
+          prompt: "The keeper climbs the stairs",
+          use_context_ir: true,
+          skill: "skill_official_narrative_continuity",
+        },
+      ],
+    });
+    const { outcome } = await runIn(s, manifest);
+    expect(outcome.exitCode, outcome.message).toBe(0);
+    expect(outcome.report?.counts).toMatchObject({ total: 2, succeeded: 2 });
+    expect(created(await s.stats())).toBe(2);
+  });
+});
+
 describe("exit 1: some jobs failed", () => {
   it("reports a [sandbox:fail] job with its error and 0 points, and releases its reservation", async () => {
     const { s, w } = await setup();

@@ -106,6 +106,20 @@ async function syncSkills(
     );
     ids.set(skill.name, result.id);
   }
+  // A skill a shot names that the manifest does not define (an official skill, or one made with
+  // `clapper skills create`) is sent by its id: the service takes ids, and a shot may name it
+  // either way. Only a name not found is sent as it is (plan has said so already).
+  const external = [...used].filter((name) => !wanted.some((s) => s.name === name));
+  if (external.length > 0) {
+    existing ??= await collectList(clients.video.listSkills({}, { signal }));
+    for (const name of external) {
+      if (existing.items.some((s) => s.id === name)) continue;
+      const named = existing.items.filter((s) => s.name === name);
+      // The account's own first: an official skill of the same name is the platform's.
+      const chosen = named.find((s) => !s.official) ?? named[0];
+      if (chosen) ids.set(name, chosen.id);
+    }
+  }
   return ids;
 }
 
