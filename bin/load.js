@@ -2,7 +2,7 @@
 // dist/cli/main.js and of the packages it loads in one CommonJS file, written by `npm run build`)
 // compiled from V8's code cache beside it (clapper.cjs.cache), else dist/cli/main.js as ES modules.
 // `run` loaded 381 files one by one, about 0.4 s of its start on a slow machine; the bundle with its
-// cache loads in about 40 ms there (README, "How the CLI starts").
+// cache loads in about 40 ms there (docs/development.md, "How the CLI starts").
 //
 // The bundle is used only when it was built from the dist/ beside it (not older than
 // dist/cli/main.js: a `tsc` alone after a change of src/ runs the new ES modules, never the old

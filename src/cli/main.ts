@@ -365,7 +365,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
     session = openSession({ env, io, signal: shutdown.signal, format, level, print: (t) => out.print(t) });
     let outcome: Outcome;
     try {
-      // Test-only (documented in the README): an internal fault, to check exit 70 end to end. `run`
+      // Test-only (documented in docs/configuration.md): an internal fault, to check exit 70 end to end. `run`
       // honours it later, with the run located and the services open.
       if (env.CLAPPER_TEST_FAULT === "internal" && command !== "run") {
         throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");

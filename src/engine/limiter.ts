@@ -27,7 +27,7 @@ export interface ServiceLimits {
 /**
  * Whether the service limits requests per API key (both services share one rate) or per service.
  * The specs do not say; the sandbox limits per key, as API gateways commonly do, and sharing is
- * the safe reading: see the README ("Rate limits") for the measurements behind the default.
+ * the safe reading: see docs/request-rates.md for the measurements behind the default.
  */
 export type RateScope = "key" | "service";
 

@@ -86,7 +86,7 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
     ctx.feed.setPhase("pre-flight");
     const prepared = await prepare(ctx, opened, admitted);
     if ("exitCode" in prepared) return prepared;
-    // Test-only (documented in the README): a bug inside a run that holds its lock and its state,
+    // Test-only (documented in docs/configuration.md): a bug inside a run that holds its lock and its state,
     // to check exit 70 and that the state is saved and the lock let go.
     if (options.env?.CLAPPER_TEST_FAULT === "internal") {
       throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");

@@ -33,7 +33,7 @@ export class BusinessError extends Error {
   }
 }
 
-/** RetCodes the sandbox uses. The specs show none; these are documented in the README. */
+/** RetCodes the sandbox uses. The specs show none; these are documented in docs/sandbox.md. */
 export const RetCode = {
   notFound: 40401,
   officialSkill: 40301,

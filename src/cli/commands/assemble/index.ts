@@ -330,7 +330,7 @@ async function noteInReport(
   }
 }
 
-/** Every failure as the exit code the README promises, with what to do. */
+/** Every failure as the exit code docs/configuration.md promises, with what to do. */
 function exitOf(error: unknown, signal: AbortSignal | undefined): unknown {
   if (error instanceof ExitError) return error;
   if (error instanceof FfmpegError) {

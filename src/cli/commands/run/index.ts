@@ -215,7 +215,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
 }
 
 /**
- * Test-only (documented in the README): CLAPPER_LOCK_LEASE_MS shortens the run lock's lease (and
+ * Test-only (documented in docs/configuration.md): CLAPPER_LOCK_LEASE_MS shortens the run lock's lease (and
  * the coordinator's holder lease), so that a test sees a killed holder's lock freed in seconds.
  */
 function leaseFromEnv(env: NodeJS.ProcessEnv): { leaseMs: number; heartbeatMs: number } | undefined {
