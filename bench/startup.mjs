@@ -170,7 +170,7 @@ if (REFERENCE) {
   console.log(
     `\nreference (${relative(ROOT, REFERENCE_SCRIPT)}: read the YAML, POST one create): median ${ms(m)} (quartiles ${ms(quantile(floor, 0.25))}-${ms(quantile(floor, 0.75))}) over ${sorted(floor).length} runs`,
   );
-  for (const [b, bin] of BINS.entries()) {
+  for (const [b] of BINS.entries()) {
     const c = quantile(
       runsOf[b].map((r) => r.firstCreate),
       0.5,

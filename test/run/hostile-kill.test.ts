@@ -62,7 +62,11 @@ function run(
     ...(stop
       ? {
           // Once: a second SIGTERM is a forced stop, another story.
-          on: (_e: LogEvent) => (sent ? undefined : ((sent = true), stop.signal)),
+          on: (_e: LogEvent) => {
+            if (sent) return undefined;
+            sent = true;
+            return stop.signal;
+          },
           onDelayMs: stop.afterMs,
         }
       : {}),
