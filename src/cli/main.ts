@@ -27,6 +27,7 @@ import { plan } from "./commands/plan/command.js";
 import { report } from "./commands/report/command.js";
 import { run } from "./commands/run/command.js";
 import { sandbox } from "./commands/sandbox/command.js";
+import { schema } from "./commands/schema/command.js";
 import { skills } from "./commands/skills/command.js";
 import { status } from "./commands/status/command.js";
 import { tasks } from "./commands/tasks/command.js";
@@ -58,6 +59,7 @@ const COMMANDS: readonly Command[] = [
   skills,
   voices,
   tasks,
+  schema,
 ];
 
 const GLOBAL_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
