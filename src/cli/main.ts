@@ -23,6 +23,7 @@ import { assemble } from "./commands/assemble/command.js";
 import { balance } from "./commands/balance/command.js";
 import { budget } from "./commands/budget/command.js";
 import { cancel } from "./commands/cancel/command.js";
+import { init } from "./commands/init/command.js";
 import { plan } from "./commands/plan/command.js";
 import { report } from "./commands/report/command.js";
 import { run } from "./commands/run/command.js";
@@ -47,6 +48,7 @@ import { inGithubActions, json, type Outcome, workflowCommand } from "./output.j
 
 /** In the order --help lists them. */
 const COMMANDS: readonly Command[] = [
+  init,
   sandbox,
   plan,
   run,
