@@ -23,10 +23,12 @@ import { assemble } from "./commands/assemble/command.js";
 import { balance } from "./commands/balance/command.js";
 import { budget } from "./commands/budget/command.js";
 import { cancel } from "./commands/cancel/command.js";
+import { init } from "./commands/init/command.js";
 import { plan } from "./commands/plan/command.js";
 import { report } from "./commands/report/command.js";
 import { run } from "./commands/run/command.js";
 import { sandbox } from "./commands/sandbox/command.js";
+import { schema } from "./commands/schema/command.js";
 import { skills } from "./commands/skills/command.js";
 import { status } from "./commands/status/command.js";
 import { tasks } from "./commands/tasks/command.js";
@@ -46,6 +48,7 @@ import { inGithubActions, json, type Outcome, workflowCommand } from "./output.j
 
 /** In the order --help lists them. */
 const COMMANDS: readonly Command[] = [
+  init,
   sandbox,
   plan,
   run,
@@ -58,6 +61,7 @@ const COMMANDS: readonly Command[] = [
   skills,
   voices,
   tasks,
+  schema,
 ];
 
 const GLOBAL_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [

@@ -28,12 +28,12 @@ export const DEFAULT_ASSEMBLE: AssembleSettings = {
   takes: {},
 };
 
-const FIELDS = ["music", "music_db", "transition", "transition_seconds", "takes"] as const;
-const TRANSITIONS: readonly Transition[] = ["none", "fade"];
-const MIN_DB = -60;
-const MAX_DB = 0;
+export const FIELDS = ["music", "music_db", "transition", "transition_seconds", "takes"] as const;
+export const TRANSITIONS: readonly Transition[] = ["none", "fade"];
+export const MIN_DB = -60;
+export const MAX_DB = 0;
 /** A fade longer than this is no transition but a scene of black. */
-const MAX_TRANSITION_S = 5;
+export const MAX_TRANSITION_S = 5;
 
 type Fail = (key: string, message: string) => void;
 

@@ -39,7 +39,7 @@ import { malformedMessage, renderTemplate, type TemplateStore } from "./template
 import { type AutoDuration, DEFAULT_TIMING, fingerprintOf } from "./timing.js";
 
 export const MAX_TAKES = 20;
-const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /** A voice as the manifest names it, resolved as far as possible without the service. */
 export type VoiceSpec =

@@ -58,7 +58,7 @@ export interface ManifestInfo {
 }
 
 /** More than this between lines is a pause no narration means; likely seconds taken for ms. */
-const MAX_TIMING_S = 10;
+export const MAX_TIMING_S = 10;
 
 export type PoolPeriod = "day" | "week" | "month" | "total";
 
@@ -68,8 +68,8 @@ export interface BudgetPool {
   period: PoolPeriod;
 }
 
-const POOL_PERIODS: readonly PoolPeriod[] = ["day", "week", "month", "total"];
-const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const POOL_PERIODS: readonly PoolPeriod[] = ["day", "week", "month", "total"];
+export const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export interface LoadedManifest {
   manifest: ManifestInfo | undefined;
@@ -87,8 +87,8 @@ export interface LoadOptions {
 }
 
 const SKILL_BODY_LIMIT = 64 * 1024;
-const NAME_CHARS = 100;
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+export const NAME_CHARS = 100;
+export const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /**
  * What is wrong with a run name, or undefined. The name becomes folder names and idempotency keys,
