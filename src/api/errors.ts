@@ -121,9 +121,9 @@ const INSUFFICIENT =
   /insufficient (points|balance|credits?|funds)|(points|balance|credits?) (is |are )?(insufficient|not enough|too low)|not enough (points|credits?|balance)|余额不足|积分不足|点数不足/i;
 const MISSING = /not found|does not exist|no such|not exist|不存在/i;
 // "Not now", in the words services use: the spec's own "creation timeout" (retry with the same
-// Idempotency-Key) among them. Only explicit words count: an unknown refusal is not retried.
-const BUSY =
-  /\b(busy|overload(ed)?|throttl(ed|ing)|try again|retry later|temporar(il)?y|timed? ?out|timeout|unavailable)\b|系统繁忙|服务繁忙|繁忙|稍后|重试|超时/i;
+// Idempotency-Key) among them. Only words that say the service itself is loaded or late count:
+// "unavailable", "temporary" or "please try again" also end refusals of the request itself.
+const BUSY = /\b(busy|overload(ed)?|throttl(ed|ing)|timed out|time-?out)\b|系统繁忙|服务繁忙|超时/i;
 
 /** The parts of an error body worth reporting, read loosely: services drift from their documented shapes. */
 function describeBody(body: unknown): { message?: string; type?: string; requestId?: string } {
@@ -167,8 +167,8 @@ export function errorFromResponse(
     if (status === 403) return new PermissionError(message, status, id, RetCode);
     if (status === 429) return new RateLimitError(message, status, id, RetCode, retryAfterMs);
     if (status >= 500) return new ServiceError(message, status, id, RetCode, wait);
-    if (BUSY.test(Message)) return new BusyError(message, status, id, RetCode, wait);
     if (MISSING.test(Message)) return new NotFoundError(message, status, id, RetCode);
+    if (BUSY.test(Message)) return new BusyError(message, status, id, RetCode, wait);
     if (status === 409) return new ConflictError(message, status, id, RetCode, wait);
     return new BusinessError(message, status, id, RetCode);
   }

@@ -29,7 +29,7 @@ export function redact(text: string): string {
   for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   // The shape test comes second: a registered key is already gone; this catches another key.
   return out.includes("sk-ml-")
-    ? out.replace(KEY_SHAPE, (key) => (PUBLIC_KEYS.has(key.split("=")[0] ?? key) ? key : `sk-ml-${REDACTED}`))
+    ? out.replace(KEY_SHAPE, (key) => (isPublicKey(key) ? key : `sk-ml-${REDACTED}`))
     : out;
 }
 
@@ -39,6 +39,17 @@ export function redact(text: string): string {
  * the same.
  */
 const PUBLIC_KEYS = new Set(["sk-ml-sandbox"]);
+
+/** A public key as it is, or followed by `=ORG` (an organization name, never anything key-shaped). */
+function isPublicKey(token: string): boolean {
+  const at = token.indexOf("=");
+  if (at < 0) return PUBLIC_KEYS.has(token);
+  return (
+    PUBLIC_KEYS.has(token.slice(0, at)) &&
+    /^[A-Za-z0-9_.-]+$/.test(token.slice(at + 1)) &&
+    !token.slice(at + 1).includes("sk-ml-")
+  );
+}
 
 /** Whether `redact` could change this text. */
 function mayHoldSecret(text: string): boolean {

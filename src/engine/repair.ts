@@ -14,7 +14,14 @@ import { createHash } from "node:crypto";
 import { copyFile, open, readFile, rename } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { JournalDamagedError, journalLines } from "./journal.js";
-import { applyRecord, initialState, type JobKind, type RunRecord, type RunState } from "./state.js";
+import {
+  applyRecord,
+  initialState,
+  type JobKind,
+  type JobState,
+  type RunRecord,
+  type RunState,
+} from "./state.js";
 
 /** What the manifest says of a job, to declare it again. */
 export interface RepairJob {
@@ -29,6 +36,8 @@ export interface RepairInput {
   jobs: ReadonlyMap<string, RepairJob>;
   /** The Idempotency-Key of an attempt (the run's own derivation). */
   keyOf: (epoch: number | string, jobId: string, fingerprint: string, n: number) => string;
+  /** Why this state may not be used by this run (another manifest's), judged on the repaired state. */
+  refuse?: (state: RunState) => string | undefined;
   /** Told what was done, when the journal was damaged and has been repaired. */
   onRepaired?: (repaired: Repaired & { copy: string }) => void;
 }
@@ -62,6 +71,9 @@ const OF_A_JOB = new Set([
   ...ATTEMPT,
 ]);
 
+/** Records of the run as a whole that nothing after them proves: lost, they cannot be rebuilt. */
+const UNREBUILDABLE = /^\s*\{\s*"t"\s*:\s*"(snapshot|fresh|finish|run)"/;
+
 export function repairRecords(text: string, input: RepairInput): Repaired {
   const { lines } = journalLines<RunRecord | { t: "snapshot"; state: RunState }>(text);
   let state = initialState();
@@ -73,12 +85,13 @@ export function repairRecords(text: string, input: RepairInput): Repaired {
   for (const [index, line] of lines.entries()) {
     const r = line.record;
     if (r === undefined) {
-      if (
-        /^\s*\{\s*"t"\s*:\s*"snapshot"/.test(line.text) ||
-        (index === 0 && !/^\s*\{\s*"t"\s*:\s*"run"/.test(line.text))
-      ) {
+      // The run's own first record is written again by the next run; any other run-level record
+      // (a snapshot, a --fresh, a campaign's start or end) changes what every later line means.
+      const kind = UNREBUILDABLE.exec(line.text)?.[1];
+      const first = index === 0 && (kind === "run" || line.text.trim() === "");
+      if ((kind !== undefined || index === 0) && !first) {
         throw new UnrepairableStateError(
-          `line ${line.n} held ${index === 0 ? "the start of the state (a snapshot of everything before it, or the run's first record)" : "a snapshot of the whole state"}: without it what was created and paid for cannot be rebuilt`,
+          `line ${line.n} held ${kind ? `a "${kind}" record` : "the start of the state"}, which nothing after it proves: what was created and paid for cannot be rebuilt without guessing`,
         );
       }
       out.dropped.push(line.n);
@@ -92,25 +105,37 @@ export function repairRecords(text: string, input: RepairInput): Repaired {
     if (OF_A_JOB.has(r.t)) heal(state, r as AttemptRecord, input, push, out.rebuilt);
     push(r);
   }
+  if (out.dropped.length > 0) checkRebuilt(state);
   return out;
 }
+
+type HealedRecord =
+  | AttemptRecord
+  | Extract<RunRecord, { t: "skip" | "problem" | "stored" | "failed" | "cancelled" | "shared" }>;
 
 /** Writes again, before `r`, what `r` proves existed: its job's declaration, its attempt's intent or settlement. */
 function heal(
   state: RunState,
-  r: AttemptRecord | Extract<RunRecord, { t: "skip" | "problem" | "stored" | "failed" | "cancelled" }>,
+  r: HealedRecord,
   input: RepairInput,
   push: (r: RunRecord) => void,
   rebuilt: string[],
 ): void {
   const known = input.jobs.get(r.id);
-  if (!state.jobs[r.id] && known) {
+  const declare = (why: string) => {
+    if (!known) {
+      throw new UnrepairableStateError(
+        `the records of ${r.id} lost its declaration, and the manifest no longer has that row: its tasks cannot be followed without guessing`,
+      );
+    }
     push({ t: "job", id: r.id, kind: known.kind, fingerprint: known.fingerprint, estimate: known.estimate });
-    rebuilt.push(`the declaration of ${r.id}`);
-  }
+    rebuilt.push(`the declaration of ${r.id}${why}`);
+  };
+  if (!state.jobs[r.id]) declare("");
+  if (r.t === "intent") healBeforeIntent(state, r, input, push, rebuilt, declare);
   const job = state.jobs[r.id];
   if (!job) return;
-  if (ATTEMPT.has(r.t) && r.t !== "withdrawn" && !("previous" in r && r.previous)) {
+  if (ATTEMPT.has(r.t) && r.t !== "withdrawn" && r.t !== "intent" && !("previous" in r && r.previous)) {
     const n = (r as AttemptRecord).n;
     const last = job.attempts.at(-1)?.n ?? 0;
     // Only the next attempt can have had its intent lost: an older one's records would follow it.
@@ -137,6 +162,81 @@ function heal(
   }
 }
 
+/**
+ * An intent proves that the job was declared with the fingerprint its key was made from, and that
+ * the attempt before it had ended: a lost re-declaration (an edited row) or a lost end of the
+ * attempt before (its `withdrawn` or `settled`) is written again, or the repair refuses.
+ */
+function healBeforeIntent(
+  state: RunState,
+  r: Extract<RunRecord, { t: "intent" }>,
+  input: RepairInput,
+  push: (r: RunRecord) => void,
+  rebuilt: string[],
+  declare: (why: string) => void,
+): void {
+  const job = state.jobs[r.id] as JobState;
+  const known = input.jobs.get(r.id);
+  if (r.key !== input.keyOf(state.epoch, r.id, job.fingerprint, r.n)) {
+    if (known && r.key === input.keyOf(state.epoch, r.id, known.fingerprint, r.n)) declare(" (edited)");
+    else {
+      throw new UnrepairableStateError(
+        `the intent of ${r.id} attempt ${r.n} has a key no record around it explains (a lost --fresh or edit): its task cannot be told apart without guessing`,
+      );
+    }
+  }
+  const now = state.jobs[r.id] as JobState;
+  const last = now.attempts.at(-1);
+  if (!last || last.spent !== undefined) return;
+  if (last.n === r.n && last.taskId === undefined) {
+    // The same attempt opened again: the one before was taken back, never sent.
+    push({ t: "withdrawn", id: r.id, n: last.n });
+    rebuilt.push(`the withdrawal of ${r.id} attempt ${last.n}`);
+    return;
+  }
+  const ended = last.taskStatus;
+  if (
+    last.n === r.n - 1 &&
+    last.taskId !== undefined &&
+    (ended === "succeeded" || ended === "failed" || ended === "cancelled")
+  ) {
+    // A next attempt is opened only once this one was settled: at its cost, or at nothing.
+    const spent = ended === "succeeded" ? last.reserved : 0;
+    push({
+      t: "settled",
+      id: r.id,
+      n: last.n,
+      spent,
+      ...(ended === "succeeded"
+        ? {}
+        : { error: { code: ended, message: `task ${last.taskId} ended ${ended}` } }),
+    });
+    rebuilt.push(`the settlement of ${r.id} attempt ${last.n} (${spent} points)`);
+    return;
+  }
+  throw new UnrepairableStateError(
+    `attempt ${last.n} of ${r.id} lost how it ended (${last.taskId ? `task ${last.taskId}, last seen ${ended ?? "with no status"}` : "its create may have been sent"}): what it cost cannot be told without guessing`,
+  );
+}
+
+/** What a repaired state must be for a run to go on from it: else it refuses rather than guess. */
+function checkRebuilt(state: RunState): void {
+  for (const job of Object.values(state.jobs)) {
+    const numbers = job.attempts.map((a) => a.n);
+    if (new Set(numbers).size !== numbers.length) {
+      throw new UnrepairableStateError(
+        `${job.id} has two attempts numbered alike: the records cannot be put in order`,
+      );
+    }
+    const open = job.attempts.filter((a) => a.spent === undefined);
+    if (open.length > 1 || (open[0] && open[0] !== job.attempts.at(-1))) {
+      throw new UnrepairableStateError(
+        `${job.id} has an attempt left open before its last one: what it cost cannot be told without guessing`,
+      );
+    }
+  }
+}
+
 /** Each line of `records` as the journal holds it. */
 export function journalText(records: Repaired["records"]): string {
   return records.map((r) => `${JSON.stringify(r)}\n`).join("");
@@ -151,13 +251,30 @@ export async function repairJournalFile(
   path: string,
   input: RepairInput,
 ): Promise<(Repaired & { copy: string }) | undefined> {
-  const text = await readFile(path, "utf8");
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    // No state yet: nothing to repair (a script may ask for the repair on every run).
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
   const { lines } = journalLines(text);
   if (!lines.some((l, i) => l.record === undefined && i < lines.length - 1)) return undefined;
   const repaired = repairRecords(text, input);
+  // Judged before anything is written: a state of another manifest is not rebuilt from this one's rows.
+  const refusal = input.refuse?.(stateOf(repaired.records));
+  if (refusal) throw new UnrepairableStateError(refusal);
   // Named by its content: a repair killed before its rename and made again keeps one copy.
   const copy = `${path}.damaged-${createHash("sha256").update(text).digest("hex").slice(0, 12)}`;
   await copyFile(path, copy);
+  // The damaged file's only copy is on the disk before the file itself is replaced.
+  const kept = await open(copy, "r");
+  try {
+    await kept.datasync();
+  } finally {
+    await kept.close();
+  }
   const marker: RunRecord = {
     t: "repaired",
     at: new Date().toISOString(),
@@ -200,4 +317,14 @@ export function damagedMessage(
 /** Whether `error` is a damaged state, said as `damagedMessage` says it. */
 export function isDamagedState(error: unknown): error is JournalDamagedError | UnrepairableStateError {
   return error instanceof JournalDamagedError || error instanceof UnrepairableStateError;
+}
+
+/** The state the repaired records make. */
+function stateOf(records: Repaired["records"]): RunState {
+  let state = initialState();
+  for (const r of records) {
+    if (r.t === "snapshot") state = structuredClone(r.state);
+    else applyRecord(state, r);
+  }
+  return state;
 }

@@ -482,6 +482,8 @@ function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
 function settleAttempt(state: RunState, r: RecordOf<"settled">): void {
   const job = state.jobs[r.id];
   const a = r.previous ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined) : attempt(job, r.n);
+  // An attempt ends once: a second settlement (a record written again) never rewrites what it cost.
+  if (a && a.spent !== undefined) return;
   if (a) {
     a.spent = r.spent;
     a.settledIn = state.campaign;
@@ -553,6 +555,7 @@ export function paidNotStored(st: JobState): boolean {
     last?.taskId !== undefined &&
     last.spent !== undefined &&
     last.error === undefined &&
+    last.shared === undefined &&
     last.taskStatus === "succeeded"
   );
 }

@@ -130,6 +130,8 @@ export function errorInfo(error: unknown): { code: string; message: string } {
 }
 
 type Outcome = "again" | "done";
+/** A collection's end: stored; failed for good (broken, or refused by its host); left for a later run. */
+type Collected = "stored" | "failed" | "left";
 
 export class JobRunner {
   /** Why new creates stopped (the cap, the service refusing for points, a price that moved). */
@@ -193,10 +195,10 @@ export class JobRunner {
     if (st.status === "collecting" || again) {
       this.fetchedAgain.add(job.id);
       const paid = st.attempts.at(-1);
-      if (paid?.taskId) await this.collectPaid(job, paid);
-      // Still not to be had: --retry-failed asked for a new task, and only now is one paid for.
-      const failedAgain = again && this.st(job).status === "failed" && !this.c.signal.aborted;
-      return failedAgain && this.c.retryFailed ? "again" : "done";
+      const outcome = paid?.taskId ? await this.collectPaid(job, paid) : "left";
+      // Broken again (not merely out of reach this time): --retry-failed asked for a new task, and
+      // only now is one paid for.
+      return again && outcome === "failed" && this.c.retryFailed ? "again" : "done";
     }
     let attempt = openAttempt(st);
     if (!attempt) {
@@ -334,6 +336,13 @@ export class JobRunner {
       if (isUnavailable(error)) this.c.unavailable?.(error);
       this.unfinished ??= `some tasks could not be learned (${errorInfo(error).message})`;
       return "left";
+    }
+    // Another attempt's task: this create made none it can know of (see `shareTask`).
+    const holder = this.holderOf(taskId, a.key);
+    if (holder) {
+      const error = sharedError(st.id, taskId, holder.job);
+      await this.markHolder(holder, taskId, error);
+      return error;
     }
     await this.c.journal.append(
       { t: "created", id: st.id, n: a.n, task_id: taskId, ...(previous ? { previous } : {}) },
@@ -476,7 +485,7 @@ export class JobRunner {
     // Invariant: one task id, one attempt. A service (or a proxy, or a colliding key) that answers
     // two creates with one id leaves this one without a task of its own, and the other's result
     // cannot be told to be its job's: both fail, loudly; the task is still followed and paid.
-    const holder = this.holderOf(taskId);
+    const holder = this.holderOf(taskId, attempt.key);
     if (holder) {
       await this.shareTask(job, attempt, taskId, holder);
       return "done";
@@ -487,11 +496,36 @@ export class JobRunner {
     return "created";
   }
 
+  /**
+   * The holder first, so that a kill anywhere here leaves it marked, or this attempt open (its
+   * create is sent again with its key, answered the same, and this is done again). A holder of an
+   * earlier run keeps what it stored then: its task was its own when it was made. One stored, or
+   * being stored, fails now; one still running fails when its task is settled (`follow`).
+   */
+  private async markHolder(
+    holder: { job: string; attempt: Attempt },
+    taskId: string,
+    error: { code: string; message: string },
+  ): Promise<void> {
+    const other = this.state.jobs[holder.job];
+    if (!other || holder.attempt.campaign !== this.state.campaign) return;
+    await this.c.journal.append(
+      { t: "shared", id: holder.job, n: holder.attempt.n, task_id: taskId, error },
+      { durable: true },
+    );
+    if (other.status === "stored" || other.status === "collecting")
+      await this.c.journal.append({ t: "failed", id: holder.job, error }, { durable: true });
+    this.c.log.error({ job: holder.job, event: "task-id-shared", task_id: taskId }, error.message);
+  }
+
   /** The job and attempt that already hold `taskId`, if any. */
-  private holderOf(taskId: string): { job: string; n: number } | undefined {
+  private holderOf(taskId: string, key: string): { job: string; attempt: Attempt } | undefined {
     for (const st of Object.values(this.state.jobs)) {
-      for (const a of [...st.attempts, ...(st.previous ?? [])])
-        if (a.taskId === taskId) return { job: st.id, n: a.n };
+      for (const a of [...st.attempts, ...(st.previous ?? [])]) {
+        // The same key is the same request (an edit reverted while its first task still ran): the
+        // service answered it with the task it made, a replay, not another create's task.
+        if (a.taskId === taskId && a.key !== key) return { job: st.id, attempt: a };
+      }
     }
     return undefined;
   }
@@ -505,26 +539,10 @@ export class JobRunner {
     job: Job,
     attempt: Attempt,
     taskId: string,
-    holder: { job: string; n: number },
+    holder: { job: string; attempt: Attempt },
   ): Promise<void> {
-    const error = {
-      code: "task_id_shared",
-      message: `the service answered the create of ${job.id} with task ${taskId}, which it had given to ${holder.job} already: neither can tell whose request it ran, so both fail; run with --retry-failed to create new tasks`,
-    };
-    // The holder first, so that a kill anywhere here leaves it marked, or this attempt open (its
-    // create is sent again with its key, answered the same, and this is done again).
-    const other = this.state.jobs[holder.job];
-    const held = other?.attempts.find((a) => a.n === holder.n);
-    // A holder of an earlier run keeps what it stored then: its task was its own when it was made.
-    if (other && held?.campaign === this.state.campaign) {
-      await this.c.journal.append(
-        { t: "shared", id: holder.job, n: holder.n, task_id: taskId, error },
-        { durable: true },
-      );
-      if (other.status === "stored")
-        await this.c.journal.append({ t: "failed", id: holder.job, error }, { durable: true });
-      this.c.log.error({ job: holder.job, event: "task-id-shared", task_id: taskId }, error.message);
-    }
+    const error = sharedError(job.id, taskId, holder.job);
+    await this.markHolder(holder, taskId, error);
     await this.settle(job, attempt, 0, { error, fate: "failed" });
     this.c.log.error(
       { job: job.id, event: "task-id-shared", task_id: taskId, holder: holder.job },
@@ -782,28 +800,32 @@ export class JobRunner {
     await this.c.ledger.settle(attempt.reserved, spent, attempt.key);
   }
 
-  private async collectPaid(job: Job, paid: Attempt): Promise<void> {
+  /** What became of a result's collection: stored, failed for good, or left for a later run. */
+  private async collectPaid(job: Job, paid: Attempt): Promise<Collected> {
+    let outcome: Collected;
     try {
       const call = { signal: this.c.signal };
       const task =
         job.kind === "video"
           ? await this.c.clients.video.getTask(paid.taskId as string, call)
           : await this.c.clients.speech.getTask(paid.taskId as string, call);
-      await this.collect(job, task, paid.n);
+      outcome = await this.collect(job, task, paid.n);
     } catch (error) {
-      if (this.c.signal.aborted) return;
-      await this.collectFailed(job, error);
+      if (this.c.signal.aborted) return "left";
+      outcome = await this.collectFailed(job, error);
     }
     this.c.progress(job);
+    return outcome;
   }
 
   /** Stores a succeeded task's result; a failure leaves the job paid for and waiting, or failed. */
-  private async collect(job: Job, task: VideoTask | SpeechTask, n: number): Promise<void> {
+  private async collect(job: Job, task: VideoTask | SpeechTask, n: number): Promise<Collected> {
     try {
       await this.download(job, task, n);
+      return this.st(job).status === "stored" ? "stored" : "failed";
     } catch (error) {
-      if (this.c.signal.aborted) return;
-      await this.collectFailed(job, error);
+      if (this.c.signal.aborted) return "left";
+      return this.collectFailed(job, error);
     }
   }
 
@@ -866,6 +888,12 @@ export class JobRunner {
     written: Written & { seconds?: number },
     n: number,
   ): Promise<void> {
+    // Its task id given to another create meanwhile: whose request the file is cannot be told.
+    const shared = this.st(job).attempts.find((a) => a.n === n)?.shared;
+    if (shared) {
+      await this.c.journal.append({ t: "failed", id: job.id, error: shared }, { durable: true });
+      return;
+    }
     // The resolution the service says it delivered: 768P when a requested upscale failed.
     const delivered = job.kind === "video" ? String((task as VideoTask).resolution).slice(0, 32) : undefined;
     await this.c.journal.append(
@@ -901,12 +929,12 @@ export class JobRunner {
    * store down) leaves the job paid for and waiting to be collected, with the reason: the next run
    * fetches it again through its task, nothing is created twice.
    */
-  private async collectFailed(job: Job, error: unknown): Promise<void> {
+  private async collectFailed(job: Job, error: unknown): Promise<Collected> {
     const failure = collectionFailure(error);
     if (failure) {
       await this.c.journal.append({ t: "failed", id: job.id, error: failure }, { durable: true });
       this.c.log.error({ job: job.id, event: "failed", error: failure }, "the result could not be collected");
-      return;
+      return "failed";
     }
     const code =
       error instanceof ResultTooLargeError
@@ -926,6 +954,7 @@ export class JobRunner {
       { job: job.id, event: "collect-failed", error: info },
       "the result could not be stored; the next run collects it",
     );
+    return "left";
   }
 }
 
@@ -1007,6 +1036,14 @@ function unreachableStore(error: unknown): boolean {
     e = e.cause as typeof e;
   }
   return false;
+}
+
+/** Why two jobs whose creates the service answered with one task id both fail. */
+function sharedError(jobId: string, taskId: string, holder: string): { code: string; message: string } {
+  return {
+    code: "task_id_shared",
+    message: `the service answered the create of ${jobId} with task ${taskId}, which it had given to ${holder} already: neither can tell whose request it ran, so both fail; run with --retry-failed to create new tasks`,
+  };
 }
 
 /** A create body kept in the journal up to this size (serialized); a larger one is not kept. */

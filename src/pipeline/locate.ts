@@ -113,6 +113,16 @@ export function checkOwner(state: RunState, located: LocatedRun): Ownership {
     relativeOwner(here, state.manifest_rel) ??
     (atHome ? join(located.manifest.dir, basename(owner)) : undefined);
   if (beside !== undefined && real(beside) === located.realPath) {
+    // Copied while tasks were in flight, the original still there: both would follow and report
+    // the same tasks, and between them count their points twice.
+    const inFlight = Object.values(state.jobs).filter(
+      (job) => [...job.attempts, ...(job.previous ?? [])].some((a) => a.spent === undefined && a.taskId),
+    ).length;
+    if (inFlight > 0 && existsSync(owner)) {
+      return {
+        refuse: `the state ${located.statePath} was copied from ${owner} while ${inFlight} ${inFlight === 1 ? "job's task was" : "jobs' tasks were"} in flight: both projects would follow and report them; run the original until they end (clapper run ${owner}), then copy it again`,
+      };
+    }
     return {
       warning: `the state ${located.statePath} was made for ${owner}; ${located.manifest.display} lies where that manifest lay beside its state (a copy or a move of the project) and goes on with it`,
     };

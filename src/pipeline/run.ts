@@ -6,7 +6,7 @@
 //   prepare    skills, voices, what dead writers left in the store     (stages/prepare.ts)
 //   execute    every job's life under the limits (src/pipeline/jobs.ts) (stages/execute.ts)
 //   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
-import { ClapperApiError } from "../api/index.js";
+import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
 import { ServiceGate } from "../engine/limiter.js";
 import { RunContext } from "./context.js";
 import { ProgressFeed } from "./feed.js";
@@ -53,7 +53,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
   } catch (error) {
     // A service's refusal is said by the CLI with its own exit code; only a bug is exit 70. The
     // log says which, and never an exit code the process will not end with.
-    const refusal = error instanceof ClapperApiError;
+    const refusal = !isBug(error);
     options.logger.error(
       {
         event: "run-finished",
@@ -99,4 +99,15 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   } finally {
     await ctx.release();
   }
+}
+
+/**
+ * Whether an error that left the run is a bug (exit 70): not a service's answer, a stop, a refused
+ * result URL or a file system's refusal, which the CLI says with their own exit codes.
+ */
+function isBug(error: unknown): boolean {
+  if (error instanceof ClapperApiError || error instanceof AbortedError || error instanceof ResultUrlError)
+    return false;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return !(typeof code === "string" && /^E[A-Z]+$/.test(code));
 }

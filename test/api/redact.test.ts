@@ -39,6 +39,10 @@ describe("redact", () => {
   it("leaves the sandbox's public demo key readable, unless it is registered as this run's secret", () => {
     expect(redact("default sk-ml-sandbox=default")).toBe("default sk-ml-sandbox=default");
     expect(redact("sk-ml-sandboxed1")).toBe(`sk-ml-${REDACTED}`);
+    // Nothing glued to it passes with it.
+    expect(redact("Bearer sk-ml-sandbox=sk-ml-LIVEKEY12345678")).toBe(`Bearer sk-ml-${REDACTED}`);
+    expect(redact("sk-ml-sandbox=acme/sk-ml-LIVEKEY12345678")).toBe(`sk-ml-${REDACTED}`);
+    expect(redact("sk-ml-sandbox=acme")).toBe("sk-ml-sandbox=acme");
     addSecret("sk-ml-sandbox");
     expect(redact("key sk-ml-sandbox")).toBe(`key ${REDACTED}`);
   });

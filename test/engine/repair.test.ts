@@ -155,6 +155,130 @@ describe("repairRecords", () => {
   });
 });
 
+describe("repairRecords, line by line, where a lost line changes what later ones mean", () => {
+  const k = (id: string, fp: string, n: number, epoch: number | string = 0) => key(epoch, id, fp, n);
+  const run = {
+    t: "run",
+    id: "r1",
+    name: "demo",
+    manifest: "demo.yaml",
+    started_at: "2026-11-27T00:00:00Z",
+  } as const;
+  const shot = (fingerprint: string): RunRecord => ({
+    t: "job",
+    id: "shot/s01",
+    kind: "video",
+    fingerprint,
+    estimate: 190,
+  });
+  const lose = (records: readonly unknown[], at: number, as = "not a record") =>
+    `${records.map((r, i) => (i === at ? as : JSON.stringify(r))).join("\n")}\n`;
+  const stored = (fingerprint: string): RunRecord => ({
+    t: "stored",
+    id: "shot/s01",
+    output: { uri: "file:///s01.mp4", bytes: 1, sha256: "x", fingerprint },
+  });
+
+  it("a lost withdrawal: the attempt opened again is one attempt, paid once", () => {
+    const records: RunRecord[] = [
+      run,
+      shot("fa"),
+      { t: "intent", id: "shot/s01", n: 1, key: k("shot/s01", "fa", 1), reserved: 190, announces: true },
+      { t: "withdrawn", id: "shot/s01", n: 1 },
+      { t: "intent", id: "shot/s01", n: 1, key: k("shot/s01", "fa", 1), reserved: 190, announces: true },
+      { t: "sending", id: "shot/s01", n: 1 },
+      { t: "created", id: "shot/s01", n: 1, task_id: "T" },
+      { t: "settled", id: "shot/s01", n: 1, spent: 190 },
+      stored("fa"),
+    ];
+    const repaired = repairRecords(lose(records, 3), INPUT);
+    expect(repaired.rebuilt).toEqual(["the withdrawal of shot/s01 attempt 1"]);
+    const state = stateOf(repaired.records);
+    expect(state.jobs["shot/s01"]?.attempts.map((a) => [a.n, a.taskId, a.spent])).toEqual([[1, "T", 190]]);
+    expect(paid(state)).toBe(190);
+  });
+
+  it("a lost settlement of an attempt before the last: settled at its cost, not left open", () => {
+    const records: RunRecord[] = [
+      run,
+      shot("fa"),
+      { t: "intent", id: "shot/s01", n: 1, key: k("shot/s01", "fa", 1), reserved: 190, announces: true },
+      { t: "created", id: "shot/s01", n: 1, task_id: "T1" },
+      { t: "task", id: "shot/s01", n: 1, status: "succeeded" },
+      { t: "settled", id: "shot/s01", n: 1, spent: 190 },
+      { t: "failed", id: "shot/s01", error: { code: "download_failed", message: "x" } },
+      { t: "finish", finished_at: "2026-11-27T00:01:00Z" },
+      { ...run, id: "r2" },
+      { t: "intent", id: "shot/s01", n: 2, key: k("shot/s01", "fa", 2), reserved: 190, announces: true },
+      { t: "created", id: "shot/s01", n: 2, task_id: "T2" },
+      { t: "task", id: "shot/s01", n: 2, status: "succeeded" },
+      { t: "settled", id: "shot/s01", n: 2, spent: 190 },
+      stored("fa"),
+    ];
+    const state = stateOf(repairRecords(lose(records, 5), INPUT).records);
+    expect(state.jobs["shot/s01"]?.attempts.map((a) => a.spent)).toEqual([190, 190]);
+    expect(paid(state)).toBe(380);
+  });
+
+  it("a lost re-declaration of an edited row: the old version's open attempt is followed as before, the new one its own", () => {
+    const edited: RepairInput = {
+      ...INPUT,
+      jobs: new Map([["shot/s01", { kind: "video", fingerprint: "fb", estimate: 190 }]]),
+    };
+    const records: RunRecord[] = [
+      run,
+      shot("fa"),
+      { t: "intent", id: "shot/s01", n: 1, key: k("shot/s01", "fa", 1), reserved: 190, announces: true },
+      { t: "created", id: "shot/s01", n: 1, task_id: "T1" },
+      shot("fb"),
+      { t: "intent", id: "shot/s01", n: 1, key: k("shot/s01", "fb", 1), reserved: 190, announces: true },
+      { t: "created", id: "shot/s01", n: 1, task_id: "T2" },
+      { t: "settled", id: "shot/s01", n: 1, spent: 190, previous: true },
+      { t: "settled", id: "shot/s01", n: 1, spent: 190 },
+      stored("fb"),
+    ];
+    const whole = stateOf(records);
+    const repaired = repairRecords(lose(records, 4), edited);
+    expect(repaired.rebuilt).toEqual(["the declaration of shot/s01 (edited)"]);
+    const state = stateOf(repaired.records);
+    const tasks = (s: RunState) => [
+      ...(s.jobs["shot/s01"]?.previous ?? []).map((a) => `previous ${a.taskId} ${a.spent}`),
+      ...(s.jobs["shot/s01"]?.attempts ?? []).map((a) => `${a.taskId} ${a.spent}`),
+    ];
+    expect(tasks(state)).toEqual(tasks(whole));
+    expect(paid(state) + 190).toBe(380);
+  });
+
+  it("refuses what nothing after it proves: a --fresh, a campaign's end or start, a row gone from the manifest", () => {
+    const fresh: RunRecord[] = [
+      run,
+      shot("fa"),
+      { t: "fresh", epoch: "e2", jobs: ["shot/s01"] },
+      {
+        t: "intent",
+        id: "shot/s01",
+        n: 1,
+        key: k("shot/s01", "fa", 1, "e2"),
+        reserved: 190,
+        announces: true,
+      },
+      { t: "created", id: "shot/s01", n: 1, task_id: "T" },
+    ];
+    // Cut where its type still shows, or gone whole: the next intent's key says an epoch was lost.
+    expect(() => repairRecords(lose(fresh, 2, '{"t":"fresh","epoch":"e'), INPUT)).toThrow(/a "fresh" record/);
+    expect(() => repairRecords(lose(fresh, 2), INPUT)).toThrow(/a key no record around it explains/);
+    const finish = [run, shot("fa"), { t: "finish", finished_at: "x" }, { ...run, id: "r2" }, shot("fa")];
+    expect(() => repairRecords(lose(finish, 2, '{"t":"finish","fin'), INPUT)).toThrow(/a "finish" record/);
+    const removed: RunRecord[] = [
+      run,
+      { t: "job", id: "shot/gone", kind: "video", fingerprint: "fz", estimate: 190 },
+      { t: "intent", id: "shot/gone", n: 1, key: k("shot/gone", "fz", 1), reserved: 190, announces: true },
+      { t: "created", id: "shot/gone", n: 1, task_id: "T" },
+    ];
+    expect(() => repairRecords(lose(removed, 1), INPUT)).toThrow(/no longer has that row/);
+  });
+});
+
 describe("a damaged journal file", () => {
   it("is refused with its line, repaired in place with the damaged file kept, then opens", async () => {
     const dir = await mkdtemp(join(tmpdir(), "clapper-repair-"));

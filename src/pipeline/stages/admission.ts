@@ -19,7 +19,13 @@ import { type Admission, admit, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
 import { fitFromState, logFitted } from "../fitting.js";
 import { errorInfo, idempotencyKey } from "../jobs.js";
-import { checkOutputOwner, checkOwner, manifestFromState, recordOutputOwner } from "../locate.js";
+import {
+  checkOutputOwner,
+  checkOwner,
+  type LocatedRun,
+  manifestFromState,
+  recordOutputOwner,
+} from "../locate.js";
 import { type PlanResult, plan } from "../plan.js";
 import { inShard, type Shard } from "../shard.js";
 import {
@@ -63,7 +69,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       ...(fence !== undefined ? { fence } : {}),
       ...(generation !== undefined ? { generation } : {}),
       ...(options.s3 ? { s3: options.s3 } : {}),
-      ...(options.repairState ? { repair: repairInput(ctx, located.manifest.name, planned.jobs) } : {}),
+      ...(options.repairState ? { repair: repairInput(ctx, located, planned.jobs) } : {}),
     });
   } catch (error) {
     if (isDamagedState(error)) {
@@ -329,8 +335,10 @@ async function storeHolds(
 }
 
 /** What `--repair-state` needs to write lost records again: the jobs as planned and their keys. */
-function repairInput(ctx: RunContext, name: string, jobs: readonly Job[]): RepairInput {
+function repairInput(ctx: RunContext, located: LocatedRun, jobs: readonly Job[]): RepairInput {
+  const name = located.manifest.name;
   return {
+    refuse: (state) => checkOwner(state, located).refuse,
     jobs: new Map(
       jobs.map((job) => [
         job.id,

@@ -6,6 +6,7 @@ import type { LocatedRun } from "../../../pipeline/locate.js";
 import type { Shard } from "../../../pipeline/shard.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { locate, neverRun, ownState } from "../run/state.js";
+import { ENDED, outcomeOf } from "../tasks/statuses.js";
 
 /**
  * What became of one task: `cancelled`; `stopping` (the service took the cancel, and the task,
@@ -23,8 +24,6 @@ export interface CancelRow {
   /** Why it was refused, when it was. */
   reason?: string;
 }
-
-const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 
 /**
  * Cancels the run's tasks that have not ended; the next run records what became of them. The
@@ -55,7 +54,7 @@ export async function cancelRun(o: {
       const row = { job: job.id, task_id: taskId };
       try {
         const { status } = await service.cancelTask(taskId, opts);
-        rows.push({ ...row, status, outcome: status === "cancelled" ? "cancelled" : "stopping" });
+        rows.push({ ...row, status, outcome: outcomeOf(status) });
       } catch (error) {
         // The service cannot be reached or will not serve: no other task will fare better; say so
         // at the top (exit 6).

@@ -3,6 +3,7 @@ import {
   ClapperApiError,
   type Clients,
   incompleteWarning,
+  isUnavailable,
   MAX_LIST_PAGES,
   NotFoundError,
   takeList,
@@ -57,7 +58,7 @@ function speechRow(t: SpeechTask): TaskRow {
   };
 }
 
-import { SPEECH_STATUSES, VIDEO_STATUSES } from "./statuses.js";
+import { ENDED, outcomeOf, SPEECH_STATUSES, VIDEO_STATUSES } from "./statuses.js";
 
 export { TASK_STATUSES } from "./statuses.js";
 
@@ -170,7 +171,10 @@ export interface CancelledTask {
   outcome: "cancelled" | "stopping" | "ended";
 }
 
-const ENDED = new Set(["succeeded", "failed", "cancelled"]);
+/** The service answered and said no (not: it could not be reached, or would not serve). */
+function refusal(error: unknown): boolean {
+  return error instanceof ClapperApiError && error.status !== undefined && !isUnavailable(error);
+}
 
 export async function cancelTask(o: TasksOptions & { id: string; kind?: TaskKind }): Promise<CancelledTask> {
   const opts = o.signal ? { signal: o.signal } : {};
@@ -181,11 +185,11 @@ export async function cancelTask(o: TasksOptions & { id: string; kind?: TaskKind
   ): Promise<CancelledTask> => {
     try {
       const { status } = await cancel();
-      return { kind, id: o.id, status, outcome: status === "cancelled" ? "cancelled" : "stopping" };
+      return { kind, id: o.id, status, outcome: outcomeOf(status) };
     } catch (error) {
       // Refused: a task that had ended has nothing to cancel, which is no failure; one past
-      // cancelling (a line already generating) is, and says so.
-      if (error instanceof NotFoundError || !(error instanceof ClapperApiError)) throw error;
+      // cancelling (a line already generating) is, and says so. A service out of reach is neither.
+      if (error instanceof NotFoundError || !refusal(error)) throw error;
       const { status } = await look();
       if (ENDED.has(status)) return { kind, id: o.id, status, outcome: "ended" };
       throw error;
