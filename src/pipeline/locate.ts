@@ -115,8 +115,8 @@ export function checkOwner(state: RunState, located: LocatedRun): Ownership {
   if (beside !== undefined && real(beside) === located.realPath) {
     // Copied while tasks were in flight, the original still there: both would follow and report
     // the same tasks, and between them count their points twice.
-    const inFlight = Object.values(state.jobs).filter(
-      (job) => [...job.attempts, ...(job.previous ?? [])].some((a) => a.spent === undefined && a.taskId),
+    const inFlight = Object.values(state.jobs).filter((job) =>
+      [...job.attempts, ...(job.previous ?? [])].some((a) => a.spent === undefined && a.taskId),
     ).length;
     if (inFlight > 0 && existsSync(owner)) {
       return {
