@@ -154,7 +154,7 @@ function statusBadge(row: ReportJob): string {
     row.status === "pending" && row.stage && row.stage !== "pending"
       ? row.stage
       : (STATUS_MEANS[row.status] ?? "");
-  return `<span class="badge ${esc(row.status)}">${esc(row.status)}</span>${means ? `<span class="means">${esc(means)}</span>` : ""}${row.edited ? '<span class="fact edited"><b>edited</b> in the manifest since</span>' : ""}`;
+  return `<span class="badge ${esc(row.status)}">${esc(row.status)}</span>${means ? `<span class="means">${esc(means)}</span>` : ""}${row.edited ? '<span class="fact edited"><b>edited</b> in the manifest since its last result</span>' : ""}`;
 }
 
 function promptOf(job: VideoJob): string {

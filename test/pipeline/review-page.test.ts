@@ -219,7 +219,9 @@ describe("renderReviewPage", () => {
     const take =
       /data-job="shot\/s02\/take-1" data-status="skipped"[\s\S]*?<\/div><\/div>/.exec(html)?.[0] ?? "";
     expect(take).toContain("<b>points</b> 40 in all, 0 this run (10 est.)");
-    expect(take).toContain('<span class="fact edited"><b>edited</b> in the manifest since</span>');
+    expect(take).toContain(
+      '<span class="fact edited"><b>edited</b> in the manifest since its last result</span>',
+    );
     // A row from an older report without spent_total: its points stand for it.
     expect(html).toMatch(/data-job="shot\/s01"[\s\S]*?<b>points<\/b> 10 in all, 10 this run \(10 est\.\)/);
     // 40 for the edited take, 10 for each of the four generated jobs.

@@ -82,6 +82,6 @@ export function renderStatus(r: StatusReport): string {
         ]
       : []),
     "",
-    "POINTS: spent on the job in this run; IN ALL: what its outputs cost over every run",
+    "POINTS: what the last run spent on the job; IN ALL: what its outputs cost over every run",
   ].join("\n");
 }
