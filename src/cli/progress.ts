@@ -9,6 +9,7 @@
 // hooks), wraps rather than cuts, brings some fifteen packages, and has no mode for dumb terminals.
 // A terminal with TERM=dumb (or a stream that is not a terminal) gets plain lines instead: the
 // status when the phase changes or half a minute passed, and the logs as they come.
+import type { FeedProgress } from "../pipeline/feed.js";
 import type { Phase, Progress } from "../pipeline/run.js";
 
 type Kind = "video" | "speech";
@@ -139,29 +140,28 @@ interface Part {
   rank: number;
 }
 
-/** The status line: phase · elapsed · jobs by state · points · ETA, fitted to `columns`. */
-export function progressLine(p: Progress, now: number = Date.now(), options: LineOptions = {}): string {
-  const c = p.counts;
+/**
+ * What the live line counts beyond the run's `Progress` (the feed gives them; a bare `Progress`
+ * has none, and the line then judges every job not reused to be this run's work).
+ */
+type Shown = Progress & Partial<Pick<FeedProgress, "work" | "idle" | "removed">>;
+
+/**
+ * The status line: phase · elapsed · jobs by state · points · ETA, fitted to `columns`. Its words
+ * are the run summary's: generated (made in this run), reused, failed, cancelled, pending; while
+ * the run goes on, its pending jobs are told apart (running, downloading, queued, not selected).
+ */
+export function progressLine(p: Shown, now: number = Date.now(), options: LineOptions = {}): string {
   const parts: Part[] = [{ text: p.phase, rank: 0 }];
   const elapsed = formatDuration((now - p.startedAt) / 1000);
   parts.push({ text: `elapsed ${elapsed}`, short: elapsed, rank: 1 });
-  if (p.total > 0) {
-    const reused = Math.max(0, Math.min(p.reused, c.stored));
-    const work = p.total - reused;
-    if (work > 0) parts.push({ text: `${c.stored - reused}/${work} stored`, rank: 3 });
-    const running = c.submitting + c.running;
-    if (running > 0) parts.push({ text: `${running} running`, rank: 6 });
-    if (c.collecting > 0) parts.push({ text: `${c.collecting} downloading`, rank: 8 });
-    if (c.pending > 0) parts.push({ text: `${c.pending} queued`, rank: 9 });
-    if (c.failed > 0) parts.push({ text: `${c.failed} failed`, rank: 4 });
-    if (c.cancelled > 0) parts.push({ text: `${c.cancelled} cancelled`, rank: 7 });
-    if (reused > 0) parts.push({ text: `${reused} reused`, rank: 10 });
-  }
+  if (p.total > 0) parts.push(...(options.final ? finalCounts(p) : liveCounts(p)));
   if (p.total > 0 || p.spent > 0 || p.reserved > 0) {
     const cap = p.cap !== undefined ? `, cap ${p.cap}` : "";
+    const reserved = options.final && p.reserved === 0 ? "" : `, ${p.reserved} reserved`;
     parts.push({
-      text: `points ${p.spent} spent, ${p.reserved} reserved${cap}`,
-      short: `${p.spent}+${p.reserved}${p.cap !== undefined ? `/${p.cap}` : ""} pts`,
+      text: `points ${p.spent} spent${reserved}${cap}`,
+      short: `${p.spent}${reserved ? `+${p.reserved}` : ""}${p.cap !== undefined ? `/${p.cap}` : ""} pts`,
       rank: 5,
     });
   }
@@ -173,23 +173,77 @@ export function progressLine(p: Progress, now: number = Date.now(), options: Lin
   return fitParts(parts, options);
 }
 
-/** Joins the parts; too wide, uses short forms, then drops parts by rank, then cuts with an ellipsis. */
+/** Jobs stored that this run generated (an earlier process of it included). */
+function generatedOf(p: Shown): { generated: number; reused: number } {
+  const reused = Math.max(0, Math.min(p.reused, p.counts.stored));
+  return { generated: p.counts.stored - reused, reused };
+}
+
+/** While the run goes on: its work done of its work, what is under way, what ended otherwise. */
+function liveCounts(p: Shown): Part[] {
+  const c = p.counts;
+  const { generated, reused } = generatedOf(p);
+  const parts: Part[] = [];
+  const work = p.work ?? p.total - reused;
+  if (work > 0) parts.push({ text: `${generated}/${work} generated`, rank: 3 });
+  const running = c.submitting + c.running;
+  if (running > 0) parts.push({ text: `${running} running`, rank: 6 });
+  if (c.collecting > 0) parts.push({ text: `${c.collecting} downloading`, rank: 8 });
+  // Jobs left alone (outside --only) are pending too, but nothing waits for them.
+  const waiting = Math.max(0, c.pending - (p.idle ?? 0));
+  if (waiting > 0) parts.push({ text: `${waiting} queued`, rank: 9 });
+  if (c.failed > 0) parts.push({ text: `${c.failed} failed`, rank: 4 });
+  const cancelled = c.cancelled + (p.removed ?? 0);
+  if (cancelled > 0) parts.push({ text: `${cancelled} cancelled`, rank: 7 });
+  if (reused > 0) parts.push({ text: `${reused} reused`, rank: 10 });
+  if ((p.idle ?? 0) > 0) parts.push({ text: `${p.idle} not selected`, rank: 11 });
+  return parts;
+}
+
+/** The last line: the counts of the summary printed under it, in its words. */
+function finalCounts(p: Shown): Part[] {
+  const c = p.counts;
+  const { generated, reused } = generatedOf(p);
+  const pending = c.pending + c.submitting + c.running + c.collecting;
+  const cancelled = c.cancelled + (p.removed ?? 0);
+  const parts: Part[] = [
+    { text: `${generated} generated`, rank: 3 },
+    { text: `${reused} reused`, rank: 4 },
+  ];
+  if (c.failed > 0) parts.push({ text: `${c.failed} failed`, rank: 4 });
+  if (cancelled > 0) parts.push({ text: `${cancelled} cancelled`, rank: 6 });
+  if (pending > 0) parts.push({ text: `${pending} pending`, rank: 6 });
+  return parts;
+}
+
+/**
+ * Joins the parts; too wide, uses short forms, the least useful part's first, then drops parts by
+ * rank, then cuts with an ellipsis.
+ */
 function fitParts(parts: Part[], options: LineOptions): string {
   const unicode = options.unicode ?? true;
   const sep = unicode ? " · " : " | ";
-  const join = (list: Part[], short: boolean) => list.map((x) => (short && x.short) || x.text).join(sep);
   const columns = options.columns;
-  if (columns === undefined || !Number.isFinite(columns) || columns <= 0) return join(parts, false);
+  const full = parts.map((x) => x.text).join(sep);
+  if (columns === undefined || !Number.isFinite(columns) || columns <= 0) return full;
   const max = Math.max(1, Math.floor(columns) - 1);
-  let line = join(parts, false);
-  if (line.length <= max) return line;
-  const kept = [...parts];
-  line = join(kept, true);
+  if (full.length <= max) return full;
+  const kept = parts.map((part) => ({ part, text: part.text }));
+  const join = () => kept.map((x) => x.text).join(sep);
+  let line = full;
+  const byRank = [...kept].sort((a, b) => b.part.rank - a.part.rank);
+  for (const k of byRank) {
+    if (line.length <= max) break;
+    if (k.part.short === undefined) continue;
+    k.text = k.part.short;
+    line = join();
+  }
   while (line.length > max && kept.length > 1) {
     let worst = 0;
-    for (let k = 1; k < kept.length; k++) if ((kept[k]?.rank ?? 0) > (kept[worst]?.rank ?? 0)) worst = k;
+    for (let k = 1; k < kept.length; k++)
+      if ((kept[k]?.part.rank ?? 0) > (kept[worst]?.part.rank ?? 0)) worst = k;
     kept.splice(worst, 1);
-    line = join(kept, true);
+    line = join();
   }
   if (line.length <= max) return line;
   const ellipsis = unicode ? "…" : "...";

@@ -1,14 +1,17 @@
 // `plan`: load and check a manifest, estimate every job's points, and, when the services are
-// reachable, check voices and skills against them and the total against the balance and budget.
-// Never creates a task.
+// reachable, check voices and skills against them and the total against the balance and budget;
+// with the run's state (read by the caller), what the next run generates, reuses and reserves.
+// Never creates a task, never writes the state.
 import type { PointsSummary } from "../api/common.js";
 import { type Clients, collectList, type ListResult } from "../api/index.js";
 import { speechPoints } from "../api/speech.js";
 import type { ResolutionTier } from "../api/video.js";
 import { PriceError, priceFrom, SpeechDisabledError } from "../engine/pricing.js";
+import { type JobState, openAttempt, paidNotStored, type RunRecord, type RunState } from "../engine/state.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
 import { traceStart } from "../trace.js";
+import { admit, type StoreEntry } from "./admit.js";
 import { inShard, type Shard } from "./shard.js";
 
 export interface PlanOptions {
@@ -348,5 +351,169 @@ function unlisted(
     ...at,
     field,
     message: `${what} is not among the ${list.items.length} ${kind} the service served, but it lists ${list.total}: the list may be incomplete`,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// the next run: what a run of this manifest would do now, judged from the run's state
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What the next run does with a job. `generate`: the state holds no result of this version (a new
+ * row, an edited one, a result gone from the store, or a task still running that the run follows);
+ * `reuse`: its result is stored and unchanged; `retry`: it failed or was cancelled, and only
+ * `--retry-failed` makes it again (a result that was paid for but never stored is downloaded
+ * again by any run, at no cost).
+ */
+export type NextAction = "generate" | "reuse" | "retry";
+
+export interface JobNext {
+  action: NextAction;
+  /** Points the next run reserves for it: a new task's estimate, what its open task holds, or 0. */
+  points: number | null;
+  /** generate: the row changed since the state's version of it (its output or attempts). */
+  edited?: true;
+  /** generate: the state says its result is stored, but the store no longer holds it as stored. */
+  missing?: true;
+  /** generate: a task already created (an interrupted run's) is followed to its end, not made again. */
+  follows?: { taskId: string | null; reserved: number };
+  /** retry: how it ended, and what `--retry-failed` does for it (and at what cost). */
+  retry?: {
+    status: "failed" | "cancelled";
+    error?: { code: string; message: string };
+    with: "download" | "new-task";
+    points: number | null;
+  };
+}
+
+export interface NextRun {
+  generate: number;
+  reuse: number;
+  retry: number;
+  /**
+   * Points the next run reserves before it creates anything: the estimates of the tasks it makes
+   * (a shot timed to narration not stored yet at its longest), plus what tasks still open hold
+   * (an interrupted run's, edited-away versions', removed rows'). The open ones are counted
+   * because admission holds them against the balance and budget like new ones: the service
+   * charges them when they end, and this run's report counts what they cost. Null when a line
+   * to generate has no price (no service, no --speech-price).
+   */
+  points: number | null;
+  /** Of `points`: what tasks still open hold. */
+  openReserved: number;
+  /** What `clapper run --retry-failed` would do beyond that: new tasks (at this estimate) and downloads. */
+  retryFailed: { newTasks: number; downloads: number; points: number | null };
+  /** Whether `points` fits the balance and the budget (as the run's admission judges), when either is known. */
+  fits?: boolean;
+  /** The state holds no run yet: everything is to be generated. */
+  firstRun: boolean;
+}
+
+export interface NextRunInput {
+  /** The planned (priced, fitted) jobs the state covers. */
+  jobs: readonly Job[];
+  state: RunState;
+  /** What the store holds for each job (same order), as far as the plan can tell offline. */
+  stored: ReadonlyArray<StoreEntry | undefined>;
+  maxPoints?: number | undefined;
+  available?: number | undefined;
+}
+
+/**
+ * The next run of `jobs` over `state`, decided by the run's own admission (on a copy: nothing is
+ * written), so that what the plan says is what the run does.
+ */
+export function nextRun(input: NextRunInput): { jobs: Map<string, JobNext>; next: NextRun } {
+  const { jobs, state } = input;
+  const opening: RunRecord[] = [
+    // A run record as the run writes one: a finished campaign's state starts a new one.
+    { t: "run", id: "plan", name: "", manifest: "", started_at: new Date(0).toISOString() },
+    ...jobs.map(
+      (job): RunRecord => ({
+        t: "job",
+        id: job.id,
+        kind: job.kind,
+        fingerprint: job.fingerprint,
+        estimate: job.points ?? 0,
+      }),
+    ),
+  ];
+  const base = {
+    state,
+    opening,
+    jobs,
+    stored: input.stored,
+    selected: () => true,
+    maxPoints: input.maxPoints,
+    available: input.available ?? Number.POSITIVE_INFINITY,
+    uri: (key: string) => key,
+  };
+  const plain = admit({ ...base, retryFailed: false });
+  const work = new Set(plain.work.map((job) => job.id));
+  const byJob = new Map<string, JobNext>();
+  const next: NextRun = {
+    generate: 0,
+    reuse: 0,
+    retry: 0,
+    points: plain.openReserved,
+    openReserved: plain.openReserved,
+    retryFailed: { newTasks: 0, downloads: 0, points: 0 },
+    firstRun: state.run === undefined && Object.keys(state.jobs).length === 0,
+  };
+  const add = (a: number | null, b: number | null) => (a === null || b === null ? null : a + b);
+  for (const job of jobs) {
+    const decided = jobNext(job, state.jobs[job.id], work.has(job.id));
+    byJob.set(job.id, decided);
+    next[decided.action] += 1;
+    if (decided.action === "generate" && !decided.follows) next.points = add(next.points, decided.points);
+    const retry = decided.retry;
+    if (retry?.with === "download") next.retryFailed.downloads += 1;
+    if (retry?.with === "new-task") {
+      next.retryFailed.newTasks += 1;
+      next.retryFailed.points = add(next.retryFailed.points, retry.points);
+    }
+  }
+  if (next.points !== null && (input.maxPoints !== undefined || input.available !== undefined))
+    next.fits = plain.refused === undefined;
+  return { jobs: byJob, next };
+}
+
+/** What the next run does with one job, from its state (`st`) and whether admission works on it. */
+function jobNext(job: Job, st: JobState | undefined, inWork: boolean): JobNext {
+  // The state's record of this very version (an edited row's is of another).
+  const cur = st !== undefined && st.fingerprint === job.fingerprint ? st : undefined;
+  // The points a new task of it is held at: a shot still to be timed at the longest it may get.
+  const estimate = unfitted(job) ? job.auto.maxPoints : job.points;
+  if (cur && (cur.status === "failed" || cur.status === "cancelled") && !openAttempt(cur)) {
+    const download = paidNotStored(cur);
+    return {
+      action: "retry",
+      points: 0,
+      retry: {
+        status: cur.status,
+        ...(cur.error ? { error: cur.error } : {}),
+        with: download ? "download" : "new-task",
+        points: download ? 0 : estimate,
+      },
+    };
+  }
+  if (!inWork && st?.status === "stored") return { action: "reuse", points: 0 };
+  const edited =
+    st !== undefined && (!cur || (st.output !== undefined && st.output.fingerprint !== job.fingerprint));
+  const open = cur ? openAttempt(cur) : undefined;
+  if (cur && (open || cur.status === "collecting")) {
+    const reserved = open?.reserved ?? 0;
+    return {
+      action: "generate",
+      points: reserved,
+      follows: { taskId: (open ?? cur.attempts.at(-1))?.taskId ?? null, reserved },
+    };
+  }
+  const missing = !edited && cur?.status === "stored";
+  return {
+    action: "generate",
+    points: estimate,
+    ...(edited ? { edited: true as const } : {}),
+    ...(missing ? { missing: true as const } : {}),
   };
 }

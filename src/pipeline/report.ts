@@ -7,7 +7,15 @@ import { createHash } from "node:crypto";
 import { appendFile, readFile } from "node:fs/promises";
 import { redact, redactDeep } from "../api/redact.js";
 import { UPSCALE_TIERS } from "../api/video.js";
-import { type JobState, openAttempt, type RunState, spentPoints } from "../engine/state.js";
+import {
+  attemptCost,
+  type JobState,
+  openAttempt,
+  paidIn,
+  paidNotStored,
+  type RunState,
+  spentPoints,
+} from "../engine/state.js";
 import { type Job, MAX_SHOT_S, overrun, type VideoJob } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
 import { mediaLinks, renderReviewPage } from "./review-page.js";
@@ -47,6 +55,34 @@ export interface ReportJob {
    * paid where it was first created, so they are not counted here.
    */
   replayed?: true;
+  /**
+   * Everything the job's outputs cost over all runs: `points` (this run's, earlier versions it paid
+   * for included) plus what the job's current version cost in every other run (all campaigns'
+   * attempts, the generations before a `--fresh` too; replays count 0, paid where first created).
+   * What versions edited away in earlier runs cost is not added: the state drops their attempts
+   * when a row is edited, so such a sum could not be told exactly for every job; each of those
+   * points is in the `points` of the run that paid it. For a row the manifest changed since the
+   * state last saw it (`edited`), it is what the version the state holds cost. Always written by
+   * this version; a shard's report.json from an older version (read by a merge) may lack it.
+   */
+  spent_total?: number;
+  /**
+   * The manifest's row changed since the job's output (or its last attempt) was made: the
+   * manifest's fingerprint differs from the stored output's. `status` stays what the state says of
+   * the earlier version; the next run generates the row again.
+   */
+  edited?: true;
+  /**
+   * Tasks of this job the service may still be running (created, or whose create may have left,
+   * and not settled), and the points they hold reserved: after an interrupted run, what is still
+   * under way at the service (`clapper cancel` stops them; the next run follows them).
+   */
+  in_flight?: { tasks: number; reserved_points: number };
+  /**
+   * A failed job whose task succeeded and was paid for, its result never stored: the next run
+   * downloads it again through its task, at no cost (with or without `--retry-failed`).
+   */
+  paid_not_stored?: true;
 }
 
 export interface Report {
@@ -115,9 +151,18 @@ export interface ReportInput {
 
 const REMOVED = "removed_from_manifest";
 
-function statusOf(job: JobState | undefined): ReportJobStatus {
+/**
+ * Whether this campaign made (or paid for) the job's result: an attempt of it was made or settled
+ * in it. A result stored in an earlier run and left as it was is reused, whether this run looked
+ * at it (unchanged) or not (outside `--only`).
+ */
+export function madeIn(job: JobState, campaign: number): boolean {
+  return !job.skipped && job.attempts.some((a) => a.campaign === campaign || a.settledIn === campaign);
+}
+
+function statusOf(job: JobState | undefined, campaign: number): ReportJobStatus {
   if (!job) return "pending";
-  if (job.status === "stored") return job.skipped ? "skipped" : "succeeded";
+  if (job.status === "stored") return madeIn(job, campaign) ? "succeeded" : "skipped";
   if (job.status === "failed") return "failed";
   if (job.status === "cancelled") return "cancelled";
   return "pending";
@@ -211,7 +256,7 @@ export function buildReport(input: ReportInput): Report {
 
 /** The row of a job of the manifest, as the state (`st`) has it in this campaign. */
 function plannedJob(planned: Job, st: JobState | undefined, campaign: number, endMs: number): ReportJob {
-  const status = statusOf(st);
+  const status = statusOf(st, campaign);
   const attempts = st?.attempts.filter((a) => a.campaign === campaign) ?? [];
   const last = st?.attempts.at(-1);
   // A job in flight can carry a problem (a task that could not be read) without having ended.
@@ -227,12 +272,13 @@ function plannedJob(planned: Job, st: JobState | undefined, campaign: number, en
       : [];
   const long = planned.kind === "video" ? narrationTooLong(planned) : undefined;
   if (long) warnings.push(long);
+  const flight = st ? inFlight(st) : undefined;
   return {
     id: planned.id,
     kind: planned.kind,
     status,
     task_id: last?.taskId ?? null,
-    attempts: attempts.length,
+    attempts: st ? attemptsBehind(st, campaign, status) : 0,
     // Failed and cancelled attempts are released, so they add 0; a reused result costs nothing now,
     // but a job this campaign paid for counts even when the store turned out to hold its result.
     points: st ? spentPoints(st, campaign) : 0,
@@ -258,7 +304,51 @@ function plannedJob(planned: Job, st: JobState | undefined, campaign: number, en
     ...(status === "pending" ? { stage: stageOf(st) } : {}),
     ...(warnings.length > 0 ? { warnings } : {}),
     ...(replayed ? { replayed: true as const } : {}),
+    spent_total: st ? spentTotal(st, campaign) : 0,
+    ...(st && editedSince(st, planned) ? { edited: true as const } : {}),
+    ...(flight ? { in_flight: flight } : {}),
+    ...(st && paidNotStored(st) ? { paid_not_stored: true as const } : {}),
   };
+}
+
+/**
+ * The attempts behind the row's status: this run's; for a failure an earlier run left (this run
+ * did not try it again), the attempts that failed, so that a failed job never shows 0 attempts.
+ */
+function attemptsBehind(st: JobState, campaign: number, status: ReportJobStatus): number {
+  const mine = st.attempts.filter((a) => a.campaign === campaign).length;
+  if (mine > 0 || (status !== "failed" && status !== "cancelled")) return mine;
+  return st.attempts.filter((a) => a.n >= (st.countFrom ?? 1)).length;
+}
+
+/** This run's points, plus what the job's current version was charged in every other run. */
+function spentTotal(st: JobState, campaign: number): number {
+  let total = spentPoints(st, campaign);
+  for (const a of st.attempts) if (a.spent !== undefined && paidIn(a) !== campaign) total += attemptCost(a);
+  return total;
+}
+
+/** The manifest's row differs from the version whose output (or, with none, whose attempts) the state holds. */
+function editedSince(st: JobState, planned: Job): boolean {
+  if (st.output) return st.output.fingerprint !== planned.fingerprint;
+  return st.attempts.length > 0 && st.fingerprint !== planned.fingerprint;
+}
+
+/**
+ * Attempts not settled whose task the service may be running: created, or whose create may have
+ * left (a `sending` record, or a journal older than those records). An intent whose create never
+ * left holds points in the run's ledger only, and no task.
+ */
+function inFlight(st: JobState): ReportJob["in_flight"] {
+  let tasks = 0;
+  let reserved = 0;
+  for (const a of [...st.attempts, ...(st.previous ?? [])]) {
+    if (a.spent !== undefined) continue;
+    if (a.taskId === undefined && !a.sending && a.announces) continue;
+    tasks += 1;
+    reserved += a.reserved;
+  }
+  return tasks > 0 ? { tasks, reserved_points: reserved } : undefined;
 }
 
 /** An auto shot whose narration (with lead and tail) is longer than the longest shot: what was cut. */
@@ -284,8 +374,9 @@ function addRemovedJobs(
   for (const st of Object.values(state.jobs)) {
     if (planned.has(st.id)) continue;
     const points = spentPoints(st, campaign);
-    const inFlight = st.attempts.some((a) => a.spent === undefined);
-    if (points === 0 && !inFlight) continue;
+    const flight = inFlight(st);
+    const open = st.attempts.some((a) => a.spent === undefined);
+    if (points === 0 && !open) continue;
     jobs.push({
       id: st.id,
       kind: st.kind,
@@ -298,12 +389,14 @@ function addRemovedJobs(
       output: null,
       error: {
         code: REMOVED,
-        message: inFlight
+        message: open
           ? "no longer in the manifest; its task is still followed to its end"
           : "no longer in the manifest; its task was followed to its end and paid for",
       },
       source: "(removed from the manifest)",
       elapsed_seconds: seconds(elapsedMs(st, campaign, "cancelled", endMs)),
+      spent_total: spentTotal(st, campaign),
+      ...(flight ? { in_flight: flight } : {}),
     });
   }
 }
@@ -364,8 +457,23 @@ export function unsuccessful(report: Report): ReportJob[] {
   return [...of("failed"), ...of("cancelled"), ...of("pending")];
 }
 
+/** The job's status word, with where an unfinished job stands. */
 function statusText(j: ReportJob): string {
-  return j.status === "pending" ? `unfinished (${j.stage ?? "pending"})` : j.status;
+  return j.status === "pending" && j.stage && j.stage !== "pending" ? `pending (${j.stage})` : j.status;
+}
+
+/** `1 job`, `2 jobs`: a count with its noun. */
+export function plural(n: number, noun: string, nouns = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : nouns}`;
+}
+
+/**
+ * The counts in the words every summary uses (the run's end, report.md, the review page, the
+ * live line): generated (made in this run: `succeeded`), reused (`skipped`), failed, cancelled,
+ * pending.
+ */
+export function countsText(c: Report["counts"]): string {
+  return `${plural(c.total, "job")}: ${c.succeeded} generated, ${c.skipped} reused, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending`;
 }
 
 /** The request id a service error message carries (`... (request req_123)`), if any. */
@@ -554,10 +662,9 @@ function stopLine(report: Report): string[] {
 }
 
 function totals(report: Report): string[] {
-  const c = report.counts;
   const p = report.points;
   return [
-    `${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending.`,
+    `${countsText(report.counts)}.`,
     `Points: ${p.spent} spent of ${p.estimated} estimated${p.balance_before !== null ? `; balance ${p.balance_before} before` : ""}${p.balance_after !== null ? `, ${p.balance_after} after` : ""}.`,
   ];
 }
@@ -601,11 +708,7 @@ export function summaryMarkdown(report: Report): string {
     "",
     ...stopLine(report),
     ...(bad.length > 0
-      ? [
-          `**${bad.length} ${bad.length === 1 ? "job" : "jobs"} did not succeed:**`,
-          "",
-          ...problemTable(bad, SUMMARY_ROWS),
-        ]
+      ? [`**${plural(bad.length, "job")} did not succeed:**`, "", ...problemTable(bad, SUMMARY_ROWS)]
       : []),
     ...totals(report),
     "",
@@ -625,7 +728,7 @@ export function reportMarkdown(report: Report): string {
   const items = warningItems(report);
   const rows = report.jobs.map(
     (j) =>
-      `| ${md(j.id)} | ${j.kind} | ${j.status} | ${j.points} | ${j.estimated_points ?? "?"} | ${j.attempts} | ${j.elapsed_seconds.toFixed(1)} | ${resolutionCell(j)} | ${j.output ? md(j.output.uri) : ""} | ${errorText(j)} |`,
+      `| ${md(j.id)} | ${j.kind} | ${j.status}${j.edited ? " (edited)" : ""} | ${j.points} | ${j.spent_total ?? j.points} | ${j.estimated_points ?? "?"} | ${j.attempts} | ${j.elapsed_seconds.toFixed(1)} | ${resolutionCell(j)} | ${j.output ? md(j.output.uri) : ""} | ${errorText(j)} |`,
   );
   return [
     `# clapper report: ${md(report.run.name)}`,
@@ -643,8 +746,8 @@ export function reportMarkdown(report: Report): string {
     ...shardLines(report),
     "## Jobs",
     "",
-    "| job | kind | status | points | estimated | attempts | seconds | resolution | output | error |",
-    "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
+    "| job | kind | status | points | in all | estimated | attempts | seconds | resolution | output | error |",
+    "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ...rows,
     "",
   ].join("\n");

@@ -26,8 +26,11 @@ export interface ReviewPageInput {
 /** SigV4's longest validity: presigned links on the page live as long as S3 allows. */
 export const LINK_SECONDS = 7 * 24 * 60 * 60;
 
-/** The filters of the page, as they mark rows (`data-filters`) and jobs (`data-status`). */
-export type ReviewFilter = "failed" | "changed" | "reused";
+/**
+ * The filters of the page, as they mark rows (`data-filters`) and jobs (`data-status`): rows with a
+ * failed job, with a job generated in this run, with a reused job.
+ */
+export type ReviewFilter = "failed" | "generated" | "reused";
 
 // ---------------------------------------------------------------------------------------------
 // escaping
@@ -117,8 +120,8 @@ function group(report: Report, jobs: readonly Job[]): Grouped {
 
 function filtersOf(row: ReportJob): ReviewFilter | undefined {
   if (row.status === "failed") return "failed";
-  // Regenerated in this run: a result this run produced, not one it found and reused.
-  if (row.status === "succeeded") return "changed";
+  // Generated in this run: a result this run produced, not one it found and reused.
+  if (row.status === "succeeded") return "generated";
   if (row.status === "skipped") return "reused";
   return undefined;
 }
@@ -129,20 +132,30 @@ function rowFilters(entries: readonly Entry[]): string {
     const f = filtersOf(e.row);
     if (f) set.add(f);
   }
-  return (["failed", "changed", "reused"] as const).filter((f) => set.has(f)).join(" ");
+  return (["failed", "generated", "reused"] as const).filter((f) => set.has(f)).join(" ");
 }
 
 // ---------------------------------------------------------------------------------------------
 // pieces of the page
 // ---------------------------------------------------------------------------------------------
 
-const STATUS_TEXT: Record<ReportJob["status"], string> = {
-  succeeded: "regenerated",
-  skipped: "reused",
-  failed: "failed",
-  cancelled: "cancelled",
-  pending: "unfinished",
+/** What each status word means in the words of the page's summary (generated, reused, ...). */
+const STATUS_MEANS: Record<ReportJob["status"], string> = {
+  succeeded: "generated in this run",
+  skipped: "reused from an earlier run",
+  failed: "",
+  cancelled: "",
+  pending: "",
 };
+
+/** The job's status word (report.json's), and what it means here: the same word in every report. */
+function statusBadge(row: ReportJob): string {
+  const means =
+    row.status === "pending" && row.stage && row.stage !== "pending"
+      ? row.stage
+      : (STATUS_MEANS[row.status] ?? "");
+  return `<span class="badge ${esc(row.status)}">${esc(row.status)}</span>${means ? `<span class="means">${esc(means)}</span>` : ""}${row.edited ? '<span class="fact edited"><b>edited</b> in the manifest since its last result</span>' : ""}`;
+}
 
 function promptOf(job: VideoJob): string {
   return job.request.content
@@ -211,9 +224,11 @@ function player(entry: Entry, href: string | undefined): string {
 
 function outcome(row: ReportJob, href: string | undefined): string {
   const link = safeHref(href);
-  const points = `${row.points}${row.estimated_points !== null ? ` of ${row.estimated_points} est.` : ""}`;
+  // What the job's outputs cost over every run, and what this run spent on it of its estimate.
+  const total = row.spent_total ?? row.points;
+  const points = `${total} in all, ${row.points} this run${row.estimated_points !== null ? ` (${row.estimated_points} est.)` : ""}`;
   const facts = [
-    `<span class="badge ${esc(row.status)}">${esc(STATUS_TEXT[row.status] ?? row.status)}${row.stage && row.status === "pending" ? ` (${esc(row.stage)})` : ""}</span>`,
+    statusBadge(row),
     fact("points", points),
     fact("attempts", row.attempts),
     row.elapsed_seconds > 0 ? fact("seconds", row.elapsed_seconds.toFixed(1)) : "",
@@ -302,6 +317,7 @@ function durationText(start: string, end: string | null): string {
 
 function summary(report: Report, linksExpireAt: string | undefined): string {
   const { run, counts: c, points: p } = report;
+  const all = report.jobs.reduce((sum, j) => sum + (j.spent_total ?? j.points), 0);
   const shard = run.shard ? ` (shard ${run.shard.index} of ${run.shard.total})` : "";
   const stat = (label: string, value: string | number, cls = "") =>
     `<span class="stat${cls ? ` ${cls}` : ""}"><b>${esc(value)}</b> ${esc(label)}</span>`;
@@ -311,7 +327,7 @@ function summary(report: Report, linksExpireAt: string | undefined): string {
       : "";
   return [
     `<header class="summary"><h1>${esc(run.name)}${esc(shard)} <span class="badge run ${esc(run.status)}" id="run-status">${esc(run.status)}</span></h1>`,
-    `<div class="stats">${stat("jobs", c.total)}${stat("regenerated", c.succeeded, "succeeded")}${stat("reused", c.skipped, "skipped")}${stat("failed", c.failed, "failed")}${c.cancelled > 0 ? stat("cancelled", c.cancelled, "cancelled") : ""}${c.pending > 0 ? stat("unfinished", c.pending, "pending") : ""}${stat("points spent", `${p.spent} / ${p.estimated} est.`)}${balance}${stat("run time", durationText(run.started_at, run.finished_at))}</div>`,
+    `<div class="stats">${stat(c.total === 1 ? "job:" : "jobs:", c.total)}${stat("generated", c.succeeded, "succeeded")}${stat("reused", c.skipped, "skipped")}${stat("failed", c.failed, "failed")}${c.cancelled > 0 ? stat("cancelled", c.cancelled, "cancelled") : ""}${c.pending > 0 ? stat("pending", c.pending, "pending") : ""}${stat("points spent", `${p.spent} / ${p.estimated} est.`)}${stat("points in all runs", all)}${balance}${stat("run time", durationText(run.started_at, run.finished_at))}</div>`,
     `<p class="meta">Manifest <code>${esc(run.manifest)}</code>, started ${esc(run.started_at)}${run.finished_at ? `, finished ${esc(run.finished_at)}` : ""}${run.id ? `, run ${esc(run.id)}` : ""}.</p>`,
     run.stopped_by || run.stop_message
       ? `<p class="stop">Stopped${run.stopped_by ? ` by <b>${esc(run.stopped_by)}</b>` : ""}${run.stop_message ? `: ${esc(run.stop_message)}` : ""}</p>`
@@ -328,7 +344,9 @@ function filterBar(rows: readonly Row[]): string {
   const count = (f: ReviewFilter) => rows.filter((r) => r.filters.split(" ").includes(f)).length;
   const button = (f: ReviewFilter | "all", label: string, n: number) =>
     `<button type="button" data-filter="${f}" aria-pressed="${f === "all"}">${esc(label)} <span class="n">${n}</span></button>`;
-  return `<nav class="filters" aria-label="filters">${button("all", "all", rows.length)}${button("failed", "failed", count("failed"))}${button("changed", "changed in this run", count("changed"))}${button("reused", "reused", count("reused"))}<span id="shown" aria-live="polite"></span></nav>`;
+  // The buttons count rows (a shot with its takes and lines), the summary above counts jobs: said
+  // so, or "reused 2" under "4 reused" reads as a contradiction.
+  return `<nav class="filters" aria-label="filters"><span class="label">rows with:</span>${button("all", "any job", rows.length)}${button("failed", "a failed job", count("failed"))}${button("generated", "a generated job", count("generated"))}${button("reused", "a reused job", count("reused"))}<span id="shown" aria-live="polite"></span></nav>`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -364,7 +382,7 @@ video{width:100%;aspect-ratio:16/9;background:#000;border-radius:4px}audio{width
 .nomedia.video{aspect-ratio:16/9}
 .label{margin:4px 0}.id{font-family:ui-monospace,monospace}.take-no{color:var(--mute)}
 .facts{display:flex;flex-wrap:wrap;gap:2px 12px;color:var(--mute);font-size:13px}.facts b{font-weight:600}
-.delivered{color:var(--warn)}
+.delivered,.edited{color:var(--warn)}.means{margin:0 4px;color:var(--mute)}.filters .label{color:var(--mute)}
 .badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;color:#fff;background:var(--mute)}
 .badge.succeeded{background:var(--re)}.badge.skipped{background:var(--ok)}.badge.failed,.badge.cancelled{background:var(--bad)}.badge.pending{background:var(--warn)}
 .badge.run.succeeded{background:var(--ok)}.badge.run.partial,.badge.run.interrupted{background:var(--warn)}.badge.run.failed{background:var(--bad)}
@@ -400,7 +418,8 @@ const SCRIPT = `
     buttons[b].addEventListener('click',function(e){apply(e.currentTarget.getAttribute('data-filter'));});
   }
   var start=location.hash.slice(1);
-  apply(['failed','changed','reused'].indexOf(start)>=0?start:'all');
+  if(start==='changed')start='generated';
+  apply(['failed','generated','reused'].indexOf(start)>=0?start:'all');
 })();
 `;
 

@@ -251,10 +251,13 @@ describe.skipIf(!HAVE_SCRIPT)("the live display in a pseudo-terminal", () => {
     const final = statuses[0] as string;
     expect(final.startsWith("reporting"), final).toBe(true);
     expect(final, "no ETA once done").not.toContain("ETA");
-    expect(final).toContain("stored");
     expect(final).toContain("1 failed");
     const at = shown.indexOf(final);
     expect(shown[at + 1], context()).toBe("run pty: partial");
+    // The final line counts as the summary under it does, in its words.
+    const counts = /^ {2}\d+ jobs: (\d+) generated, (\d+) reused, (\d+) failed,/.exec(shown[at + 2] ?? "");
+    expect(counts, context()).not.toBeNull();
+    expect(final).toContain(`${counts?.[1]} generated · ${counts?.[2]} reused · ${counts?.[3]} failed`);
     for (const l of shown) {
       expect(l).not.toContain(ESC);
       expect(l.length).toBeLessThanOrEqual(COLUMNS);

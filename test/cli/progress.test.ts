@@ -224,7 +224,7 @@ describe("progressLine", () => {
 
   it("shows jobs by state, new work apart from reused, points and the ETA", () => {
     expect(progressLine(busy, 65_000)).toBe(
-      "waiting · elapsed 1m05s · 4/32 stored · 3 running · 2 downloading · 20 queued · 1 failed · " +
+      "waiting · elapsed 1m05s · 4/32 generated · 3 running · 2 downloading · 20 queued · 1 failed · " +
         "2 cancelled · 8 reused · points 120 spent, 40 reserved, cap 500 · ETA 3m10s",
     );
     // The ETA counts down with the clock alone.
@@ -258,7 +258,7 @@ describe("progressLine", () => {
     }
     const mid = progressLine(busy, 65_000, { columns: 60 });
     expect(mid).toContain("ETA 3m10s");
-    expect(mid).toContain("4/32 stored");
+    expect(mid).toContain("4/32 generated");
     expect(mid).not.toContain("reused");
     expect(progressLine(busy, 65_000, { columns: 100 })).toContain("120+40/500 pts");
     // Narrower than the phase itself: cut with an ellipsis.
@@ -269,7 +269,7 @@ describe("progressLine", () => {
   it("uses plain ASCII when the terminal has no Unicode", () => {
     const line = progressLine(busy, 65_000, { unicode: false });
     expect(line).toMatch(/^[ -~]+$/);
-    expect(line).toContain("waiting | elapsed 1m05s | 4/32 stored");
+    expect(line).toContain("waiting | elapsed 1m05s | 4/32 generated");
   });
 });
 
@@ -336,7 +336,9 @@ describe("ProgressDisplay", () => {
     vi.advanceTimersByTime(80);
     const drawn = term.take();
     expect(drawn).toHaveLength(1);
-    expect(drawn[0]).toContain("points 5 spent");
+    // The newest state (spent 5), drawn at 100 ms.
+    expect(drawn[0]).toBe(`\r${progressLine(working({ spent: 5 }), 100, { columns: 100 })}${EL}`);
+    expect(progressLine(working({ spent: 5 }), 100)).toContain("points 5 spent");
     expect(drawn[0]?.startsWith("\r")).toBe(true);
     expect(drawn[0]?.endsWith(EL)).toBe(true);
     d.done();
@@ -426,7 +428,8 @@ describe("ProgressDisplay", () => {
     expect(final).toEqual([
       `\r${progressLine(working({ phase: "reporting", counts: counts({ stored: 4 }), inFlight: [] }), 70, { final: true, columns: 100 })}${EL}\n`,
     ]);
-    expect(final[0]).toContain("4/4 stored");
+    // The final line counts as the summary under it does.
+    expect(final[0]).toContain("4 generated · 0 reused");
     expect(vi.getTimerCount()).toBe(0);
     d.done();
     vi.advanceTimersByTime(5000);

@@ -285,9 +285,9 @@ describe("renderPlan", () => {
   it("says nothing about the speech price when there are no lines", async () => {
     const r = await plan({ manifest: await manifest("name: v\nshots:\n  - { id: a, prompt: x }\n") });
     expect(renderPlan(r).split("\n").slice(1)).toEqual([
-      "  video       1 jobs         50 points   (768P: 1 job, 50 points)",
+      "  video       1 job          50 points   (768P: 1 job, 50 points)",
       "  speech      0 jobs          0 points",
-      "  total       1 jobs         50 points",
+      "  total       1 job          50 points",
     ]);
   });
 

@@ -154,11 +154,11 @@ describe("renderReviewPage", () => {
     expect(html.indexOf('id="narration"')).toBeGreaterThan(html.indexOf('data-shot="s03"'));
   });
 
-  it("marks rows and jobs for the filters: failed, changed in this run, reused", () => {
+  it("marks rows and jobs for the filters: failed, generated in this run, reused", () => {
     const rows = articles(page(standardRows()));
     const filters = rows.map((r) => /data-filters="([^"]*)"/.exec(r.attrs)?.[1]);
-    // s02: a reused take, a failed take and regenerated lines; s01: regenerated with a reused line.
-    expect(filters).toEqual(["failed changed reused", "changed reused", "changed", "reused"]);
+    // s02: a reused take, a failed take and generated lines; s01: generated with a reused line.
+    expect(filters).toEqual(["failed generated reused", "generated reused", "generated", "reused"]);
     const statuses = [...page(standardRows()).matchAll(/data-job="([^"]*)" data-status="([^"]*)"/g)].map(
       (m) => `${m[1]}=${m[2]}`,
     );
@@ -176,7 +176,56 @@ describe("renderReviewPage", () => {
     const html = page(standardRows());
     const count = (f: string) =>
       new RegExp(`data-filter="${f}"[^>]*>[^<]*<span class="n">(\\d+)<`).exec(html)?.[1];
-    expect([count("all"), count("failed"), count("changed"), count("reused")]).toEqual(["4", "1", "3", "3"]);
+    expect([count("all"), count("failed"), count("generated"), count("reused")]).toEqual([
+      "4",
+      "1",
+      "3",
+      "3",
+    ]);
+    // The buttons count rows, and say so: beside the summary's job counts they must not read as one.
+    expect(html).toMatch(/<nav class="filters"[^>]*><span class="label">rows with:<\/span>/);
+    expect(html).toMatch(/data-filter="reused"[^>]*>a reused job <span class="n">3</);
+  });
+
+  it("shows each job's report.json status word, and what it means in the summary's words", () => {
+    const rows = standardRows().map((r) =>
+      r.id === "line/n04" ? { ...r, status: "pending" as const, stage: "running" as const, output: null } : r,
+    );
+    const html = page(rows);
+    const badges = [
+      ...html.matchAll(
+        /data-job="([^"]*)" data-status="([^"]*)"[\s\S]*?<span class="badge ([^"]*)">([^<]*)<\/span>(?:<span class="means">([^<]*)<\/span>)?/g,
+      ),
+    ].map((m) => [m[1], m[2], m[3], m[4], m[5] ?? ""]);
+    for (const [, status, cls, word] of badges) {
+      expect(cls).toBe(status);
+      expect(word).toBe(status);
+    }
+    expect(badges.find((b) => b[0] === "shot/s01")?.slice(3)).toEqual(["succeeded", "generated in this run"]);
+    expect(badges.find((b) => b[0] === "shot/s02/take-1")?.slice(3)).toEqual([
+      "skipped",
+      "reused from an earlier run",
+    ]);
+    expect(badges.find((b) => b[0] === "shot/s02/take-2")?.slice(3)).toEqual(["failed", ""]);
+    expect(badges.find((b) => b[0] === "line/n04")?.slice(3)).toEqual(["pending", "running"]);
+    expect(badges).toHaveLength(8);
+  });
+
+  it("shows what each job cost over every run beside this run's points, and an edited row", () => {
+    const rows = standardRows().map((r) =>
+      r.id === "shot/s02/take-1" ? { ...r, points: 0, spent_total: 40, edited: true as const } : r,
+    );
+    const html = page(rows);
+    const take =
+      /data-job="shot\/s02\/take-1" data-status="skipped"[\s\S]*?<\/div><\/div>/.exec(html)?.[0] ?? "";
+    expect(take).toContain("<b>points</b> 40 in all, 0 this run (10 est.)");
+    expect(take).toContain(
+      '<span class="fact edited"><b>edited</b> in the manifest since its last result</span>',
+    );
+    // A row from an older report without spent_total: its points stand for it.
+    expect(html).toMatch(/data-job="shot\/s01"[\s\S]*?<b>points<\/b> 10 in all, 10 this run \(10 est\.\)/);
+    // 40 for the edited take, 10 for each of the four generated jobs.
+    expect(html).toMatch(/<b>80<\/b> points in all runs/);
   });
 
   it("escapes every string from the manifest and the services: hostile text renders as text", () => {
@@ -233,6 +282,9 @@ describe("renderReviewPage", () => {
     expect(html).toMatch(/<b>8<\/b> jobs/);
     expect(html).toMatch(/<b>1<\/b> failed/);
     expect(html).toMatch(/<b>3<\/b> reused/);
+    // One vocabulary: generated (made in this run), reused, failed; never "regenerated".
+    expect(html).toMatch(/<b>4<\/b> generated/);
+    expect(html).not.toContain("regenerated");
     // Self-contained: nothing but the media is linked, no style sheet, script or font from elsewhere.
     expect(html).not.toMatch(/<link |src="http|@import|url\(/);
   });

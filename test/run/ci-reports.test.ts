@@ -263,7 +263,7 @@ describe("a finished run with a failed job and an upscale fallback", () => {
     expect(text.startsWith("## Earlier step\n\n")).toBe(true);
     const head = text.indexOf("### clapper run ep01: partial");
     const failedRow = text.indexOf("| shot/s02 | failed |");
-    const totals = text.indexOf("5 jobs: 4 succeeded, 0 skipped, 1 failed");
+    const totals = text.indexOf("5 jobs: 4 generated, 0 reused, 1 failed");
     expect(head).toBeGreaterThan(0);
     expect(failedRow).toBeGreaterThan(head);
     expect(totals).toBeGreaterThan(failedRow);
@@ -335,7 +335,7 @@ describe("an interrupted run", () => {
     expect(running).toBeDefined();
     const c = byName(junit, running.id);
     expect(c.error!.message).toBe("not finished in this run (running)");
-    expect(c.error!.body).toContain("status: unfinished (running)");
+    expect(c.error!.body).toContain("status: pending (running)");
     expect(c.error!.body).toContain(`task: ${running.task_id}`);
     expect(running.task_id).toMatch(/^vtask_/);
     expect(Number(c.time)).toBeGreaterThan(0);
@@ -347,7 +347,7 @@ describe("an interrupted run", () => {
     // The summary lists them before the totals.
     const text = await readFile(summaryFile, "utf8");
     expect(text).toContain("### clapper run ep01: interrupted");
-    const row = text.indexOf(`| ${running.id} | unfinished (running) |`);
+    const row = text.indexOf(`| ${running.id} | pending (running) |`);
     expect(row).toBeGreaterThan(0);
     expect(row).toBeLessThan(text.indexOf(" jobs: "));
   });

@@ -170,7 +170,7 @@ describe("junit.xml, report.md and the step summary", () => {
     const text = await readFile(summaryFile, "utf8");
     expect(text.startsWith("## Earlier step\n\n")).toBe(true);
     expect(text).toContain("clapper run ep01: partial");
-    expect(text).toMatch(/6 jobs: 5 succeeded, 0 skipped, 1 failed/);
+    expect(text).toMatch(/6 jobs: 5 generated, 0 reused, 1 failed/);
     expect(text).toContain(`Points: ${report.points.spent} spent`);
   });
 });

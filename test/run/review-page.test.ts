@@ -113,7 +113,7 @@ browserTest(
       return visibleRows(page);
     };
     expect(await filter("failed")).toEqual(["s03"]);
-    expect(await filter("changed")).toEqual(["s02"]);
+    expect(await filter("generated")).toEqual(["s02"]);
     expect(await filter("reused")).toEqual(["s01", "s02", "s04", "line/n03"]);
     expect(await page.textContent("#shown")).toBe("4 of 5 rows");
     expect(await filter("all")).toEqual(all);
@@ -134,6 +134,33 @@ browserTest(
     );
     expect(await page.locator('article[data-shot="s01"] .line').textContent()).toContain("wistful");
     expect(await page.textContent("#run-status")).toBe("partial");
+
+    // Each job's card shows the very status word report.json has for it, whatever the page says
+    // beside it; a reused job shows what it cost in the run that made it.
+    const shown = await page.evaluate(() =>
+      [...(globalThis as any).document.querySelectorAll("main .job[data-job]")].map((el: any) => ({
+        job: String(el.dataset.job),
+        word: String(el.querySelector(".badge")?.textContent ?? ""),
+        visible: Boolean(el.querySelector(".badge")?.checkVisibility()),
+        points: String(
+          [...el.querySelectorAll(".fact")].find((f: any) => f.textContent.startsWith("points"))
+            ?.textContent ?? "",
+        ),
+      })),
+    );
+    expect(Object.fromEntries(shown.map((x) => [x.job, x.word]))).toEqual(status);
+    expect(shown.every((x) => x.visible)).toBe(true);
+    for (const j of report.jobs) {
+      const card = shown.find((x) => x.job === j.id);
+      expect(card?.points, j.id).toContain(`${j.spent_total} in all, ${j.points} this run`);
+    }
+    expect(report.jobs.find((j) => j.id === "shot/s01")).toMatchObject({ points: 0, spent_total: 50 });
+    // The summary counts jobs in the same words; the filters say that they count rows.
+    const stats = (await page.textContent(".stats")) ?? "";
+    expect(stats).toContain("1 generated");
+    expect(stats).toContain("6 reused");
+    expect(stats).not.toContain("regenerated");
+    expect(await page.textContent("nav.filters .label")).toBe("rows with:");
 
     await mkdir("test-artifacts", { recursive: true });
     await page.screenshot({ path: "test-artifacts/review-page.png", fullPage: true });

@@ -178,7 +178,7 @@ describe("the store going away mid-run", () => {
     expect(first.code).toBe(6);
     const said = `${first.stdout}\n${first.messages.join("\n")}`;
     expect(said).toContain(
-      `5 jobs: ${5 - pending.length} succeeded, 0 skipped, 0 failed, 0 cancelled, ${pending.length} pending`,
+      `5 jobs: ${5 - pending.length} generated, 0 reused, 0 failed, 0 cancelled, ${pending.length} pending`,
     );
     expect(said).toMatch(/reports could not be written to s3:\/\/clapper-out\/outage-b\/outage/);
     expect(said).toMatch(/run again/);

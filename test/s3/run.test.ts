@@ -114,7 +114,7 @@ describe("configuration through the AWS SDK's own chain", () => {
     const args = ["run", manifest, "--output", "s3://clapper-out/chain-runs", "--log-format", "json"];
     const ran = await cli(args, { cwd: w.dir, env: { ...env, AWS_ENDPOINT_URL_S3: store.endpoint } }).done;
     expect(ran.code, ran.messages.join("\n")).toBe(0);
-    expect(ran.stdout).toContain("report: s3://clapper-out/chain-runs/chain/reports/report.json");
+    expect(ran.stdout).toContain("report: s3://clapper-out/chain-runs/chain/reports/report.html");
     expect((await store.list("chain-runs/chain/")).map((o) => o.key)).toEqual([
       "chain-runs/chain/lines/n01.wav",
       "chain-runs/chain/reports/junit.xml",

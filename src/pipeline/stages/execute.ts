@@ -234,7 +234,8 @@ function watchJobs(
   ctx.feed.start(
     {
       total: planned.jobs.length,
-      reused: planned.jobs.filter((job) => !workIds.has(job.id) && statusOf(job.id) === "stored").length,
+      state: () => store.state,
+      work: workIds,
       ...(maxPoints !== undefined ? { cap: maxPoints } : {}),
       ledger: () => ledger.snapshot(),
       inFlight: (kind) => trackers[kind].inFlight(),

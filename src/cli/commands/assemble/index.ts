@@ -151,9 +151,17 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
     const chosen = chooseInputs(jobs, state, settings);
     if (chosen.refusals.length > 0) {
       const n = chosen.refusals.length;
+      // A plain run leaves failed shots failed: only --retry-failed makes them again.
+      const failed = chosen.refusals.some((r) => {
+        const st = state.jobs[r.job];
+        return st?.status === "failed" || st?.status === "cancelled";
+      });
+      const next = failed
+        ? `clapper run ${manifest.display} --retry-failed makes the failed ones again`
+        : `run clapper run ${manifest.display} first`;
       throw new ExitError(
         1,
-        `cannot assemble ${manifest.name}: ${chosen.refusals.map((r) => r.reason).join("; ")}; run clapper run ${manifest.display} first (${n} input${n === 1 ? "" : "s"} missing)`,
+        `cannot assemble ${manifest.name}: ${chosen.refusals.map((r) => r.reason).join("; ")}; ${next} (${n} input${n === 1 ? "" : "s"} missing)`,
         { data: { refused: chosen.refusals } },
       );
     }

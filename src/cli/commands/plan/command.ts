@@ -1,26 +1,40 @@
 // `clapper plan MANIFEST`: its flags, and the plan made offline or with the services (and their
-// prices, balance, voices, skills).
+// prices, balance, voices, skills), with what the next run does when the run has a state.
 import { existsSync } from "node:fs";
+import type { LocatedRun } from "../../../pipeline/locate.js";
+import type { Shard } from "../../../pipeline/shard.js";
 import { defineCommand, type GlobalArgs, type Runtime } from "../../command.js";
 import type { Outcome } from "../../output.js";
-import { chosenShard, manifestArg, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
+import {
+  chosenShard,
+  manifestArg,
+  type ShardArgs,
+  s3Flags,
+  s3Options,
+  shardFlags,
+  stateFlag,
+} from "../flags.js";
 
 interface PlanArgs extends ShardArgs {
   manifest: string;
   "speech-price"?: number;
   state?: string;
+  "s3-endpoint"?: string;
+  "s3-path-style"?: boolean;
 }
 
 export const plan = defineCommand<PlanArgs>({
   command: "plan <manifest>",
-  describe: "validate a manifest, expand it into jobs and estimate their points; creates nothing",
+  describe:
+    "validate a manifest, expand it into jobs and estimate their points, and say what the next run generates, reuses and spends; creates nothing",
   builder(y, option) {
     const b = option(manifestArg(y), "speech-price", {
       type: "number",
       rule: { min: 0, unit: "points per 10 counted characters" },
       describe: "points per 10 counted characters, when no service is configured",
     });
-    return shardFlags(stateFlag(b, option, "find the sandbox state beside"), option);
+    const withState = stateFlag(b, option, "read (what the next run does) and find the sandbox state beside");
+    return shardFlags(s3Flags(withState, option), option);
   },
   handler: planCommand,
 });
@@ -30,9 +44,16 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
   // `--shards N` alone lists every job with its shard; an index (flag or scheduler) plans one shard.
   const shard = chosenShard(args, rt.env, true);
   const shards = shard?.total ?? args.shards;
+  // The run's manifest and state, found as `run` finds them; a manifest with errors has none (the
+  // plan below says its errors), and a state that cannot be read is only a warning.
+  const located = await locate(args, shard);
+  const { readPlanStates, planNext } = await import("./state.js");
+  const states = located
+    ? await readPlanStates(located, { shards, stateGiven: args.state !== undefined, s3: s3Options(args) })
+    : undefined;
   // The services are optional here: with no key, the plan is made offline.
   const online = args.sandbox || Boolean(args["api-key-file"] || rt.env.CLAPPER_API_KEY);
-  const sandboxStateFile = args.sandbox ? await sandboxState(args) : undefined;
+  const sandboxStateFile = args.sandbox ? await sandboxState(args, located) : undefined;
   const conn = online
     ? rt.tagged(await rt.connect(args, rt.env, logger, sandboxStateFile ? { sandboxStateFile } : {}))
     : undefined;
@@ -40,20 +61,30 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
     // Loaded on use: the manifest reader and the run pipeline are not needed by other commands.
     const { plan } = await import("../../../pipeline/plan.js");
     const { planJson, renderPlan, renderProblems } = await import("./index.js");
-    const result = await plan({
+    // Shots timed to narration the state holds are fitted as the run fits them: their fingerprints
+    // (and so whether they are reused) follow the fit.
+    const jobs = located ? [...located.loaded.jobs] : [];
+    if (located && states?.usable) {
+      const { fitFromState } = await import("../../../pipeline/fitting.js");
+      for (const group of states.groups) await fitFromState(jobs, group.state);
+    }
+    const planned = await plan({
       manifest: args.manifest,
+      ...(located ? { loaded: { ...located.loaded, jobs } } : {}),
       ...(conn ? { clients: conn } : {}),
       ...(args["speech-price"] !== undefined ? { speechPrice: args["speech-price"] } : {}),
       ...(shard ? { shard } : {}),
       signal: rt.signal,
     });
+    const result = states ? { ...planned, warnings: [...planned.warnings, ...states.warnings] } : planned;
     const problems = renderProblems(result);
     const failed = result.errors.length > 0;
     const n = result.errors.length + (result.omitted?.errors ?? 0);
+    const next = !failed && located && states ? await planNext(result, located, states) : undefined;
     return {
       code: failed ? 2 : 0,
-      json: planJson(result, shards),
-      ...(failed ? {} : { text: renderPlan(result, shards) }),
+      json: planJson(result, shards, next),
+      ...(failed ? {} : { text: renderPlan(result, shards, next) }),
       ...(problems ? { notes: [problems] } : {}),
       ...(failed ? { message: `${args.manifest}: ${n} error${n === 1 ? "" : "s"}; nothing was done` } : {}),
       problems: [...result.errors, ...result.warnings],
@@ -63,16 +94,25 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
   }
 }
 
-/** --sandbox-state, else the run's emulator state when the run has one: the plan sees the balance the run left. */
-async function sandboxState(args: GlobalArgs & PlanArgs): Promise<string | undefined> {
-  if (args["sandbox-state"]) return args["sandbox-state"];
+/** The run as `run` finds it; undefined for a manifest with errors or one that cannot be read (plan says why). */
+async function locate(args: PlanArgs, shard: Shard | undefined): Promise<LocatedRun | undefined> {
   const { locateRun } = await import("../../../pipeline/locate.js");
-  const { sandboxStatePath } = await import("../run/state.js");
   const found = await locateRun({
     manifest: args.manifest,
     cwd: process.cwd(),
     ...(args.state ? { state: args.state } : {}),
+    ...(shard ? { shard } : {}),
   }).catch(() => undefined);
-  const candidate = found?.ok ? sandboxStatePath(found.run) : undefined;
+  return found?.ok ? found.run : undefined;
+}
+
+/** --sandbox-state, else the run's emulator state when the run has one: the plan sees the balance the run left. */
+async function sandboxState(
+  args: GlobalArgs & PlanArgs,
+  located: LocatedRun | undefined,
+): Promise<string | undefined> {
+  if (args["sandbox-state"]) return args["sandbox-state"];
+  const { sandboxStatePath } = await import("../run/state.js");
+  const candidate = located ? sandboxStatePath(located) : undefined;
   return candidate && existsSync(candidate) ? candidate : undefined;
 }

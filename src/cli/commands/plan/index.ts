@@ -2,8 +2,9 @@
 
 import { RESOLUTIONS } from "../../../api/video.js";
 import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/index.js";
-import type { PlanResult } from "../../../pipeline/plan.js";
+import type { JobNext, PlanResult } from "../../../pipeline/plan.js";
 import { shardOf } from "../../../pipeline/shard.js";
+import type { PlanNext } from "./state.js";
 
 /** Auto shots whose estimated duration the text plan names; `--json` has every one. */
 const AUTO_SHOWN = 12;
@@ -24,11 +25,60 @@ export function shardTally(r: PlanResult, total: number) {
   return rows;
 }
 
+/** `1 job`, `2 jobs`. */
+const jobs = (n: number) => `${n} ${n === 1 ? "job" : "jobs"}`;
+
+/** A job's next-run fields in `plan --json`: its action, and what the run reserves for it and why. */
+function nextJson(j: JobNext | undefined) {
+  if (!j) return {};
+  return {
+    action: j.action,
+    next_points: j.points,
+    ...(j.edited ? { edited: true } : {}),
+    ...(j.missing ? { output_missing: true } : {}),
+    ...(j.follows ? { follows: { task_id: j.follows.taskId, reserved_points: j.follows.reserved } } : {}),
+    ...(j.retry
+      ? {
+          retry: {
+            status: j.retry.status,
+            error: j.retry.error ?? null,
+            with: j.retry.with,
+            points: j.retry.points,
+          },
+        }
+      : {}),
+  };
+}
+
+/** `next` in `plan --json`: what the next run does and reserves (null: the state cannot be read). */
+function nextRunJson(n: PlanNext) {
+  const x = n.next;
+  return {
+    state: { path: n.state.path, found: n.state.found },
+    next: x
+      ? {
+          generate: x.generate,
+          reuse: x.reuse,
+          retry: x.retry,
+          points: x.points,
+          reserved_by_open_tasks: x.openReserved,
+          retry_failed: {
+            new_tasks: x.retryFailed.newTasks,
+            downloads: x.retryFailed.downloads,
+            points: x.retryFailed.points,
+          },
+          ...(x.fits !== undefined ? { fits: x.fits } : {}),
+        }
+      : null,
+  };
+}
+
 /**
  * The contract shape of `plan --json` (BRIEF.md), plus a few fields more. `shards`: the number of
- * shards the manifest is split in, when given (each job then says its shard).
+ * shards the manifest is split in, when given (each job then says its shard). `next`: what the next
+ * run does, from the run's state (each job's `action`, and `next` for the run).
  */
-export function planJson(r: PlanResult, shards?: number) {
+export function planJson(r: PlanResult, shards?: number, next?: PlanNext) {
   const total = r.shard?.total ?? shards;
   return {
     manifest: r.manifest ? { name: r.manifest.name, path: r.manifest.display } : null,
@@ -57,6 +107,7 @@ export function planJson(r: PlanResult, shards?: number) {
               : {}),
           }
         : { counted_characters: j.countedChars }),
+      ...nextJson(next?.jobs.get(j.id)),
     })),
     points: r.points,
     counts: r.counts,
@@ -71,6 +122,7 @@ export function planJson(r: PlanResult, shards?: number) {
       ? { auto: { shots: r.auto.shots, estimated_points: r.auto.estimated, at_most: r.auto.atMost } }
       : {}),
     ...(r.fits !== undefined ? { fits: r.fits } : {}),
+    ...(next ? nextRunJson(next) : {}),
     // The problems kept (a bounded number), and how many were found in all.
     errors: r.errors.map(formatProblem),
     warnings: r.warnings.map(formatProblem),
@@ -87,16 +139,18 @@ export function planJson(r: PlanResult, shards?: number) {
   };
 }
 
-export function renderPlan(r: PlanResult, shards?: number): string {
+export function renderPlan(r: PlanResult, shards?: number, next?: PlanNext): string {
   const out: string[] = [];
   const name = r.manifest ? `${r.manifest.name} (${r.manifest.display})` : "";
   out.push(`plan for ${name}${r.shard ? `, shard ${r.shard.index} of ${r.shard.total}` : ""}`);
   const resolutions = RESOLUTIONS.flatMap((tier) => {
     const e = r.byResolution[tier];
-    return e ? [`${tier}: ${e.jobs} job${e.jobs === 1 ? "" : "s"}, ${e.points} points`] : [];
+    return e ? [`${tier}: ${jobs(e.jobs)}, ${e.points} points`] : [];
   }).join("; ");
+  // `1 job ` pads to the width of `2 jobs`: the columns stay aligned.
+  const count = (n: number) => `${String(n).padStart(5)} ${n === 1 ? "job " : "jobs"}`;
   out.push(
-    `  video   ${String(r.counts.video).padStart(5)} jobs  ${String(r.points.video).padStart(9)} points${resolutions ? `   (${resolutions})` : ""}`,
+    `  video   ${count(r.counts.video)}  ${String(r.points.video).padStart(9)} points${resolutions ? `   (${resolutions})` : ""}`,
   );
   const price =
     r.counts.speech === 0
@@ -105,14 +159,12 @@ export function renderPlan(r: PlanResult, shards?: number): string {
         ? "speech cost unknown: no service to ask; give --speech-price N, --sandbox or an API key"
         : `${r.speechPrice.countedChars} counted characters at ${r.speechPrice.value} points per 10 (${r.speechPrice.source === "service" ? "service price" : "--speech-price"})`;
   out.push(
-    `  speech  ${String(r.counts.speech).padStart(5)} jobs  ${String(r.points.speech ?? "?").padStart(9)} points${price ? `   (${price})` : ""}`,
+    `  speech  ${count(r.counts.speech)}  ${String(r.points.speech ?? "?").padStart(9)} points${price ? `   (${price})` : ""}`,
   );
-  out.push(
-    `  total   ${String(r.counts.total).padStart(5)} jobs  ${String(r.points.total ?? "?").padStart(9)} points`,
-  );
+  out.push(`  total   ${count(r.counts.total)}  ${String(r.points.total ?? "?").padStart(9)} points`);
   if (r.auto) {
     out.push(
-      `  auto    ${String(r.auto.shots).padStart(5)} shots timed to their narration: ${r.auto.estimated} points estimated from the lines' text; at their longest (${MAX_SHOT_S} s) the run costs at most ${r.auto.atMost ?? "?"} points, which is what must fit`,
+      `  auto    ${String(r.auto.shots).padStart(5)} shot${r.auto.shots === 1 ? " " : "s"} timed to their narration: ${r.auto.estimated} points estimated from the lines' text; at their longest (${MAX_SHOT_S} s) the run costs at most ${r.auto.atMost ?? "?"} points, which is what must fit`,
     );
     // The estimates themselves, a shot (not a take) each: enough to see what the narration asks for.
     const seen = new Set<string>();
@@ -128,27 +180,114 @@ export function renderPlan(r: PlanResult, shards?: number): string {
       `          estimated: ${shown.join(", ")}${more > 0 ? `, and ${more} more (plan --json lists all)` : ""}`,
     );
   }
-  // Admission holds auto shots at their longest, so that is what must fit.
-  const total = r.auto ? r.auto.atMost : r.points.total;
-  if (r.balance) {
-    const verdict =
-      total === null ? "unknown" : total <= r.balance.available_points ? "fits" : "DOES NOT FIT";
-    out.push(`balance: ${r.balance.available_points} points available: ${verdict}`);
-  }
-  if (r.budget !== undefined) {
-    const fitsBudget = total !== null && total <= r.budget;
-    out.push(
-      `budget:  max_points ${r.budget}: ${total === null ? "unknown" : fitsBudget ? "fits" : "DOES NOT FIT"}`,
-    );
-  }
+  if (next) out.push(...renderNext(r, next));
+  out.push(...verdicts(r, next));
   if (shards !== undefined && !r.shard) {
     out.push(`shards: ${shards}`);
     for (const s of shardTally(r, shards))
       out.push(
-        `  ${`${s.index}/${shards}`.padEnd(9)} ${String(s.jobs).padStart(5)} jobs  ${String(s.points ?? "?").padStart(9)} points`,
+        `  ${`${s.index}/${shards}`.padEnd(9)} ${count(s.jobs)}  ${String(s.points ?? "?").padStart(9)} points`,
       );
   }
   return out.join("\n");
+}
+
+/**
+ * Whether the balance and the budget allow the run. Once a run was made, the next run is judged,
+ * as its admission judges it: its new tasks against the balance (open tasks hold their points at
+ * the service already), new and open ones against the budget. Before, the whole manifest (auto
+ * shots at their longest).
+ */
+function verdicts(r: PlanResult, next: PlanNext | undefined): string[] {
+  const n = next?.next && next.state.found ? next.next : undefined;
+  const word = (ok: boolean | undefined) => (ok === undefined ? "unknown" : ok ? "fits" : "DOES NOT FIT");
+  const out: string[] = [];
+  if (n) {
+    const what = ` the next run's ${n.points ?? "?"} points`;
+    const newPoints = n.points === null ? null : n.points - n.openReserved;
+    const balanceOk = r.balance && newPoints !== null ? newPoints <= r.balance.available_points : undefined;
+    if (r.balance)
+      out.push(`balance: ${r.balance.available_points} points available: ${word(balanceOk)}${what}`);
+    if (r.budget !== undefined) {
+      // Admission's verdict covers both: when it refuses and the balance suffices, the budget
+      // (what is left of it in this run) is what does not.
+      let budgetOk: boolean | undefined;
+      if (n.fits === true) budgetOk = true;
+      else if (n.fits === false)
+        budgetOk = balanceOk === false ? n.points !== null && n.points <= r.budget : false;
+      out.push(`budget:  max_points ${r.budget}: ${word(budgetOk)}${what}`);
+    }
+    return out;
+  }
+  const total = r.auto ? r.auto.atMost : r.points.total;
+  if (r.balance)
+    out.push(
+      `balance: ${r.balance.available_points} points available: ${word(total === null ? undefined : total <= r.balance.available_points)}`,
+    );
+  if (r.budget !== undefined)
+    out.push(`budget:  max_points ${r.budget}: ${word(total === null ? undefined : total <= r.budget)}`);
+  return out;
+}
+
+/** Jobs the next run generates or leaves failed that the text names; `--json` has every one. */
+const NEXT_SHOWN = 12;
+
+/** A manifest path as a shell reads it: quoted when it holds anything but plain characters. */
+function shellWord(path: string): string {
+  return /^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replace(/'/g, "'\\''")}'`;
+}
+
+/** What the next run generates, reuses, follows and leaves failed, and what it reserves. */
+function renderNext(r: PlanResult, plan: PlanNext): string[] {
+  const n = plan.next;
+  if (!n) return ["next run: not told (the run's state cannot be used: see the warning)"];
+  const points = (p: number | null) => `${p ?? "?"} points`;
+  const manifest = shellWord(r.manifest?.display ?? "MANIFEST");
+  if (n.firstRun) return [`next run: the first; it generates every job (${points(n.points)})`];
+  const follows = [...plan.jobs.values()].filter((j) => j.follows).length;
+  const head =
+    n.generate === 0
+      ? `next run: generates nothing and reuses ${n.reuse}${n.openReserved > 0 ? ` (${points(n.openReserved)} reserved by tasks still open)` : ""}`
+      : `next run: generates ${jobs(n.generate)} (${points(n.points)}${follows > 0 ? `; ${follows} of them follow${follows === 1 ? "s" : ""} a task already created` : ""}) and reuses ${n.reuse}`;
+  const out = [head];
+  const rf = n.retryFailed;
+  if (rf.downloads > 0)
+    out.push(
+      `  ${jobs(rf.downloads)} failed after ${rf.downloads === 1 ? "its task was" : "their tasks were"} paid for: the next run downloads ${rf.downloads === 1 ? "its result" : "their results"} again at no cost`,
+    );
+  if (rf.newTasks > 0) {
+    const one = rf.newTasks === 1;
+    out.push(
+      `  ${jobs(rf.newTasks)} failed or cancelled: the next run leaves ${one ? "it" : "them"} so; clapper run ${manifest} --retry-failed makes ${one ? "a new task for it" : "new tasks for them"} (about ${points(rf.points)} more)`,
+    );
+  }
+  const rows: string[] = [];
+  for (const job of r.jobs) {
+    const j = plan.jobs.get(job.id);
+    if (!j || j.action === "reuse") continue;
+    rows.push(`  ${j.action.padEnd(9)} ${job.id}  ${nextWhy(j)}`);
+  }
+  out.push(...rows.slice(0, NEXT_SHOWN));
+  if (rows.length > NEXT_SHOWN) out.push(`  and ${rows.length - NEXT_SHOWN} more (plan --json lists all)`);
+  return out;
+}
+
+/** Why the next run does what it does with a job, and at what cost. */
+function nextWhy(j: JobNext): string {
+  if (j.retry) {
+    const how = j.retry.error ? `${j.retry.status}: ${j.retry.error.message}` : j.retry.status;
+    return j.retry.with === "download"
+      ? `${how}; paid for: downloaded again at no cost`
+      : `${how}; --retry-failed makes a new task (about ${j.retry.points ?? "?"} points)`;
+  }
+  if (j.follows)
+    return `follows its task ${j.follows.taskId ?? "(being created)"} (${j.follows.reserved} points reserved)`;
+  const why = j.edited
+    ? "edited since its output"
+    : j.missing
+      ? "its stored output is gone"
+      : "not generated yet";
+  return `${j.points ?? "?"} points, ${why}`;
 }
 
 /** Errors, then warnings: the first `limit` of each, and a count of the rest (a broken file can have thousands). */

@@ -9,6 +9,7 @@ import { DEFAULT_CEILING_RPS, type RememberedRate } from "../../../engine/rate.j
 import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
+import { countsText, plural, type Report, type ReportJob } from "../../../pipeline/report.js";
 import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
@@ -42,21 +43,87 @@ export function renderOutcome(o: RunOutcome): string {
   }
   const r = o.report;
   if (!r) return o.message ?? "";
-  const c = r.counts;
+  // With --only, the run is about the jobs it selected: the others' failures are not its news.
+  const only = r.run.only ? new Set(r.run.only) : undefined;
   lines.push(`run ${r.run.name}: ${r.run.status}`);
-  lines.push(
-    `  ${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending`,
-  );
+  lines.push(`  ${countsText(r.counts)}`);
+  if (only) {
+    lines.push(
+      `  --only: ${plural(only.size, "job")} selected; the others stand as earlier runs left them (a stored result counts as reused)`,
+    );
+  }
   lines.push(
     `  points: ${r.points.spent} spent (estimated ${r.points.estimated})${r.points.balance_after !== null ? `, balance now ${r.points.balance_after}` : ""}`,
   );
   for (const j of r.jobs.filter((x) => x.status === "failed" || x.status === "cancelled")) {
-    lines.push(`  ${j.status} ${j.id}: ${j.error?.message ?? ""}`);
+    if (!only || only.has(j.id)) lines.push(`  ${j.status} ${j.id}: ${j.error?.message ?? ""}`);
   }
   if (o.message) lines.push(`  note: ${o.message}`);
-  if (o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
-  if (o.exitCode === 4) lines.push("  interrupted: state saved; run the same command again to resume");
+  lines.push(...retryLines(r));
+  const pages = (o.reportUris ?? []).filter((u) => /report\.html$/.test(u));
+  if (pages[0]) lines.push(`  report: ${pages[0]} (report.json, report.md and junit.xml beside it)`);
+  for (const merged of pages.slice(1)) lines.push(`  merged report: ${merged}`);
+  if (!pages[0] && o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
+  if (o.exitCode === 4) lines.push(...interruptLines(r));
   return lines.join("\n");
+}
+
+/** A manifest path as a shell reads it: quoted when it holds anything but plain characters. */
+function shellWord(path: string): string {
+  return /^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replace(/'/g, "'\\''")}'`;
+}
+
+/**
+ * After failed jobs, what `--retry-failed` would do: a result that was paid for and not stored is
+ * downloaded again through its task at no cost (any run does that); the others get new tasks,
+ * each reserved at its estimate.
+ */
+function retryLines(r: Report): string[] {
+  const only = r.run.only ? new Set(r.run.only) : undefined;
+  const failed = r.jobs.filter(
+    (j) =>
+      (j.status === "failed" || j.status === "cancelled") &&
+      j.error?.code !== "removed_from_manifest" &&
+      (!only || only.has(j.id)),
+  );
+  if (failed.length === 0) return [];
+  const download = failed.filter((j) => j.paid_not_stored);
+  const again = failed.filter((j) => !j.paid_not_stored);
+  const points = again.reduce((sum, j) => sum + (j.estimated_points ?? 0), 0);
+  const unknown = again.some((j) => j.estimated_points === null);
+  const about = `about ${points}${unknown ? "+" : ""} points`;
+  const parts: string[] = [];
+  if (download.length > 0)
+    parts.push(
+      `downloads again, at no cost, the paid result${download.length === 1 ? "" : "s"} of ${plural(download.length, "job")}${named(download)}`,
+    );
+  if (again.length > 0)
+    parts.push(
+      `makes ${again.length === 1 ? "a new task" : "new tasks"} for ${plural(again.length, "job")}${named(again, about)}`,
+    );
+  return [`  next: clapper run ${shellWord(r.run.manifest)} --retry-failed ${parts.join(" and ")}`];
+}
+
+/** A few job ids, named, then `more`: ` (shot/s02, line/n03, about 80 points)`; no ids past three. */
+function named(jobs: readonly ReportJob[], more?: string): string {
+  const said = [...(jobs.length <= 3 ? jobs.map((j) => j.id) : []), ...(more ? [more] : [])];
+  return said.length > 0 ? ` (${said.join(", ")})` : "";
+}
+
+/** After an interrupt: what is still running at the service, holding points, and how to stop it. */
+function interruptLines(r: Report): string[] {
+  let tasks = 0;
+  let reserved = 0;
+  for (const j of r.jobs) {
+    tasks += j.in_flight?.tasks ?? 0;
+    reserved += j.in_flight?.reserved_points ?? 0;
+  }
+  const manifest = shellWord(r.run.manifest);
+  if (tasks === 0) return ["  interrupted: state saved; run the same command again to resume"];
+  return [
+    `  interrupted: state saved; ${plural(tasks, "task is", "tasks are")} still running at the service, holding ${reserved} reserved points`,
+    `  run the same command again to follow ${tasks === 1 ? "it" : "them"} and store the results (nothing is paid twice), or clapper cancel ${manifest} to stop ${tasks === 1 ? "it" : "them"}`,
+  ];
 }
 
 export interface RunCommandIo {

@@ -1,6 +1,6 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
 import { lockHolder } from "../../../engine/lock.js";
-import type { Report } from "../../../pipeline/report.js";
+import { plural, type Report } from "../../../pipeline/report.js";
 import type { Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
@@ -54,10 +54,12 @@ export async function status(o: {
 
 export function renderStatus(r: StatusReport): string {
   const c = r.counts;
+  const all = r.jobs.reduce((sum, j) => sum + (j.spent_total ?? j.points), 0);
   const head =
     r.run.status === "not-run"
-      ? `run ${r.run.name}: not run yet (${c.total} jobs planned; clapper run ${r.run.manifest} starts it)`
-      : `run ${r.run.name}: ${r.run.status}${r.run.holder ? ` (pid ${r.run.holder.pid} on ${r.run.holder.host})` : ""} (${c.total} jobs: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent)`;
+      ? `run ${r.run.name}: not run yet (${plural(c.total, "job")} planned; clapper run ${r.run.manifest} starts it)`
+      : `run ${r.run.name}: ${r.run.status}${r.run.holder ? ` (pid ${r.run.holder.pid} on ${r.run.holder.host})` : ""} (${plural(c.total, "job")}: ${c.succeeded} succeeded, ${c.skipped} skipped, ${c.failed} failed, ${c.cancelled} cancelled, ${c.pending} pending; ${r.points.spent} points spent in ${r.run.finished_at === null ? "this" : "the last"} run, ${all} in all runs)`;
+  const edited = r.jobs.filter((j) => j.edited).length;
   return [
     head,
     "",
@@ -65,9 +67,21 @@ export function renderStatus(r: StatusReport): string {
       { header: "JOB", value: (j) => j.id },
       { header: "KIND", value: (j) => j.kind },
       { header: "STATUS", value: (j) => j.status },
+      // The status stays what the run made of the earlier version; the mark says it is stale.
+      { header: "EDITED", value: (j) => (j.edited ? "edited" : "") },
       { header: "POINTS", value: (j) => j.points, align: "right" },
+      { header: "IN ALL", value: (j) => j.spent_total ?? j.points, align: "right" },
+      { header: "ATTEMPTS", value: (j) => j.attempts, align: "right" },
       { header: "TASK", value: (j) => j.task_id },
       { header: "OUTPUT / ERROR", value: (j) => j.output?.uri ?? j.error?.message },
     ]),
+    ...(edited > 0
+      ? [
+          "",
+          `${plural(edited, "row")} edited in the manifest since ${edited === 1 ? "its" : "their"} output was made: the next run generates ${edited === 1 ? "it" : "them"} again (clapper plan ${r.run.manifest} says what it costs)`,
+        ]
+      : []),
+    "",
+    "POINTS: what the last run spent on the job; IN ALL: what its outputs cost over every run",
   ].join("\n");
 }
