@@ -7,7 +7,7 @@
 // interrupted one included) made its result, "reused" when its result is an earlier run's, and the
 // points spent are the campaign's, not only this process's.
 import { type JobState, type RunState, spentPoints } from "../engine/state.js";
-import { madeIn } from "./report.js";
+import { campaignStart, madeIn } from "./report.js";
 import type { Phase, Progress } from "./types.js";
 
 type Status = JobState["status"];
@@ -80,6 +80,8 @@ export class ProgressFeed {
   /** What the campaign spent before this process: the ledger counts this process's spending only. */
   private spentBefore = 0;
   private campaign = 0;
+  /** When the campaign began (ms): a result stored since is this campaign's. */
+  private since: number | undefined;
 
   constructor(
     private readonly emit: ((progress: Progress) => void) | undefined,
@@ -91,6 +93,7 @@ export class ProgressFeed {
     this.sources = sources;
     const state = sources.state();
     this.campaign = state.campaign;
+    this.since = campaignStart(state);
     const planned = new Set<string>();
     for (const job of jobs) {
       planned.add(job.id);
@@ -143,7 +146,7 @@ export class ProgressFeed {
     return {
       kind,
       status,
-      reused: st !== undefined && !madeIn(st, this.campaign),
+      reused: st !== undefined && !madeIn(st, this.campaign, this.since),
       idle: s !== undefined && UNFINISHED.has(status) && !work,
       work,
     };

@@ -26,7 +26,7 @@ import {
   ValidationError,
 } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
-import { basePoints, UPSCALE_TIERS, type VideoTask } from "../api/video.js";
+import { basePoints, UPSCALE_TIERS, type VideoTask, videoPoints } from "../api/video.js";
 import {
   DownloadFailedError,
   DownloadTimeUpError,
@@ -602,8 +602,14 @@ export class JobRunner {
     }
     const shared = openAttempt(this.st(job))?.shared;
     if (shared) {
-      // Paid for (if it succeeded), never collected: whose request it ran cannot be told.
-      const cost = final.status === "succeeded" ? this.costOf(job, attempt, final) : 0;
+      // Paid for (if it succeeded), never collected: whose request it ran cannot be told, so its
+      // cost is read from the task itself, not from this job's price.
+      const cost =
+        final.status !== "succeeded"
+          ? 0
+          : job.kind === "video"
+            ? videoPoints((final as VideoTask).resolution, (final as VideoTask).duration)
+            : this.speechCost(job, attempt, final as SpeechTask);
       await this.settle(job, attempt, cost, { error: shared, fate: "failed" });
       this.c.log.error({ job: job.id, event: "task-id-shared", task_id: attempt.taskId }, shared.message);
       this.c.progress(job);

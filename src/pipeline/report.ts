@@ -156,13 +156,23 @@ const REMOVED = "removed_from_manifest";
  * in it. A result stored in an earlier run and left as it was is reused, whether this run looked
  * at it (unchanged) or not (outside `--only`).
  */
-export function madeIn(job: JobState, campaign: number): boolean {
-  return !job.skipped && job.attempts.some((a) => a.campaign === campaign || a.settledIn === campaign);
+export function madeIn(job: JobState, campaign: number, since?: number): boolean {
+  if (job.skipped) return false;
+  if (job.attempts.some((a) => a.campaign === campaign || a.settledIn === campaign)) return true;
+  // Paid in an earlier run, its result stored in this one (downloaded again): made here too.
+  const at = job.output?.at;
+  return at !== undefined && since !== undefined && Number.isFinite(since) && at >= since;
 }
 
-function statusOf(job: JobState | undefined, campaign: number): ReportJobStatus {
+/** When the state's campaign began (ms), to tell results stored in it. */
+export function campaignStart(state: RunState): number | undefined {
+  const start = Date.parse(state.run?.started_at ?? "");
+  return Number.isFinite(start) ? start : undefined;
+}
+
+function statusOf(job: JobState | undefined, campaign: number, since?: number): ReportJobStatus {
   if (!job) return "pending";
-  if (job.status === "stored") return madeIn(job, campaign) ? "succeeded" : "skipped";
+  if (job.status === "stored") return madeIn(job, campaign, since) ? "succeeded" : "skipped";
   if (job.status === "failed") return "failed";
   if (job.status === "cancelled") return "cancelled";
   return "pending";
@@ -222,7 +232,7 @@ export function buildReport(input: ReportInput): Report {
   const parsedEnd = finishedAt !== null ? Date.parse(finishedAt) : Number.NaN;
   const endMs = Number.isFinite(parsedEnd) ? parsedEnd : Date.now();
   const jobs: ReportJob[] = input.jobs.map((planned) =>
-    plannedJob(planned, state.jobs[planned.id], campaign, endMs),
+    plannedJob(planned, state.jobs[planned.id], campaign, endMs, campaignStart(state)),
   );
   const planned = new Set(input.jobs.map((j) => j.id));
   addRemovedJobs(jobs, state, planned, campaign, endMs);
@@ -255,8 +265,14 @@ export function buildReport(input: ReportInput): Report {
 }
 
 /** The row of a job of the manifest, as the state (`st`) has it in this campaign. */
-function plannedJob(planned: Job, st: JobState | undefined, campaign: number, endMs: number): ReportJob {
-  const status = statusOf(st, campaign);
+function plannedJob(
+  planned: Job,
+  st: JobState | undefined,
+  campaign: number,
+  endMs: number,
+  since: number | undefined,
+): ReportJob {
+  const status = statusOf(st, campaign, since);
   const attempts = st?.attempts.filter((a) => a.campaign === campaign) ?? [];
   const last = st?.attempts.at(-1);
   // A job in flight can carry a problem (a task that could not be read) without having ended.
