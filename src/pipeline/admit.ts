@@ -267,3 +267,8 @@ function poolTable(pool: PoolStanding, jobs: number, newCost: number): BudgetRow
     { what: "short by", points: newCost - left },
   ];
 }
+
+/** The record that declares a job of the plan, with its fingerprint and estimate. */
+export function declaration(job: Job): RunRecord {
+  return { t: "job", id: job.id, kind: job.kind, fingerprint: job.fingerprint, estimate: job.points ?? 0 };
+}

@@ -11,7 +11,7 @@ import { type JobState, openAttempt, paidNotStored, type RunRecord, type RunStat
 import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
 import { traceStart } from "../trace.js";
-import { admit, type StoreEntry } from "./admit.js";
+import { admit, declaration, type StoreEntry } from "./admit.js";
 import { inShard, type Shard } from "./shard.js";
 
 export interface PlanOptions {
@@ -428,15 +428,7 @@ export function nextRun(input: NextRunInput): { jobs: Map<string, JobNext>; next
   const opening: RunRecord[] = [
     // A run record as the run writes one: a finished campaign's state starts a new one.
     { t: "run", id: "plan", name: "", manifest: "", started_at: new Date(0).toISOString() },
-    ...jobs.map(
-      (job): RunRecord => ({
-        t: "job",
-        id: job.id,
-        kind: job.kind,
-        fingerprint: job.fingerprint,
-        estimate: job.points ?? 0,
-      }),
-    ),
+    ...jobs.map(declaration),
   ];
   const base = {
     state,

@@ -15,7 +15,7 @@ import { outputKey } from "../../manifest/outputs.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
 import { traceStart } from "../../trace.js";
-import { type Admission, admit, shardsTable } from "../admit.js";
+import { type Admission, admit, declaration, shardsTable } from "../admit.js";
 import { matchesOnly, type RunContext } from "../context.js";
 import { fitFromState, logFitted } from "../fitting.js";
 import { errorInfo, idempotencyKey } from "../jobs.js";
@@ -375,15 +375,7 @@ function opening(opened: Opened, planned: PlanResult): RunRecord[] {
       manifest_path: realPath,
       ...(rel !== undefined ? { manifest_rel: rel } : {}),
     },
-    ...planned.jobs.map(
-      (job): RunRecord => ({
-        t: "job",
-        id: job.id,
-        kind: job.kind,
-        fingerprint: job.fingerprint,
-        estimate: job.points ?? 0,
-      }),
-    ),
+    ...planned.jobs.map(declaration),
   ];
 }
 
