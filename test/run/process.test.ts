@@ -112,7 +112,11 @@ describe("signals", () => {
         expect(first.signal).toBeNull();
         expect(first.code, first.messages.join("\n")).toBe(4);
         expect(first.messages).toContain(`run ${ws.name}: interrupted`);
-        expect(first.messages).toContain("  interrupted: state saved; run the same command again to resume");
+        // Tasks were created before the stop: the summary says they still run at the service, holding points,
+        // and how to follow or stop them.
+        const said = first.messages.join("\n");
+        expect(said).toMatch(/ {2}interrupted: state saved; \d+ tasks? (is|are) still running at the service, holding \d+ reserved points/);
+        expect(said).toContain(`clapper cancel`);
         expect(stopMs).toBeLessThan(5000);
 
         // State saved: the journal holds every intent and the task ids it learnt; the report says
