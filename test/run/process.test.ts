@@ -115,7 +115,9 @@ describe("signals", () => {
         // Tasks were created before the stop: the summary says they still run at the service, holding points,
         // and how to follow or stop them.
         const said = first.messages.join("\n");
-        expect(said).toMatch(/ {2}interrupted: state saved; \d+ tasks? (is|are) still running at the service, holding \d+ reserved points/);
+        expect(said).toMatch(
+          / {2}interrupted: state saved; \d+ tasks? (is|are) still running at the service, holding \d+ reserved points/,
+        );
         expect(said).toContain(`clapper cancel`);
         expect(stopMs).toBeLessThan(5000);
 
