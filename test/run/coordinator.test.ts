@@ -146,13 +146,11 @@ describe.skipIf(!HAVE_REDIS)(`with a coordinator (${HAVE_REDIS ? "redis-server" 
     console.log(`rates shared: ${JSON.stringify(rounds)}`);
     const c = rounds.coordinated as Round;
     const a = rounds.alone as Round;
-    // One rate, and every process ends near the service's limit: never above it by more than a
-    // tenth, and at most 15% below. Measured in 14 rounds: 38.1-40, and once 35 (in a full suite: a
-    // recut that read what the service accepted low by a send's spacing, then the 5% margin when a
-    // bunched request met the emptied bucket). So the shared rate does not always settle within a
-    // tenth, as one process does (test/engine/limiter.test.ts); that is open in issue 12's note.
+    // One rate, and every process ends within a tenth of the service's limit, as one process does
+    // (test/engine/limiter.test.ts). Measured in 10 rounds on a quiet machine and with a core kept
+    // busy beside it: 38.1-39.1/s.
     for (const rps of c.rates) {
-      expect(rps).toBeGreaterThanOrEqual(34);
+      expect(rps).toBeGreaterThanOrEqual(36);
       expect(rps).toBeLessThanOrEqual(44);
     }
     // Found once: the 429s of finding the limit (the service's burst of a second hides it, and slow
