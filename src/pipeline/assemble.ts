@@ -8,10 +8,10 @@ import { stat } from "node:fs/promises";
 import stableStringify from "safe-stable-stringify";
 import { mp4FileSeconds } from "../api/mp4.js";
 import type { JobState, RunState } from "../engine/state.js";
-import { mediaSeconds } from "../engine/verify.js";
 import { DEFAULT_ASSEMBLE } from "../manifest/assemble.js";
 import type { AssembleSettings, SpeechJob, Timing, VideoJob } from "../manifest/index.js";
 import { type Job, outputKey } from "../manifest/index.js";
+import { mediaSeconds } from "../results/media.js";
 import {
   cutPoints,
   type EpisodePlan,

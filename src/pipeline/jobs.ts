@@ -35,7 +35,6 @@ import {
   storeResult,
 } from "../engine/collect.js";
 import type { PointsLedger } from "../engine/ledger.js";
-import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
 import { linePoints, PriceError, SpeechDisabledError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
 import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState } from "../engine/state.js";
@@ -49,6 +48,8 @@ import {
 } from "../engine/tracker.js";
 import { type Job, type SpeechJob, unfitted, type VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
+import { MediaCheckError, ResultTooLargeError } from "../results/errors.js";
+import { resultLimit } from "../results/size-policy.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
 import { traceStart } from "../trace.js";
 import type { StateStore } from "./types.js";

@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseDocument } from "yaml";
 import { wavSeconds } from "../../src/api/wav.js";
-import { mediaCheckFile } from "../../src/engine/media-check.js";
 import { fitSeconds, loadManifest } from "../../src/manifest/index.js";
+import { mediaCheckFile } from "../../src/results/stream-check.js";
 import { cli, created, job, runIn, setup } from "./helpers.js";
 
 const TIMING = { lead: 0.5, gap: 0.25, tail: 0.5 };

@@ -7,7 +7,8 @@ import { pipeline } from "node:stream/promises";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outputSize, type ResolutionTier, type VideoRatio } from "../../src/api/video.js";
-import { mediaCheck, resultLimit } from "../../src/engine/media-check.js";
+import { resultLimit } from "../../src/results/size-policy.js";
+import { mediaCheck } from "../../src/results/stream-check.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
 import { call, sandbox, until } from "../helpers/sandbox.js";
 
