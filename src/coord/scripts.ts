@@ -23,7 +23,7 @@ export const RATE_RULES = {
   reportLagMs: 40,
 } as const;
 
-export type RateRules = { readonly [K in keyof typeof RATE_RULES]: number };
+type RateRules = { readonly [K in keyof typeof RATE_RULES]: number };
 
 /** Every script by the name it is defined under (ioredis `defineCommand`), as the files it is made of. */
 const PARTS = {
