@@ -9,9 +9,21 @@
 //   computed from the bundle's folder at run time: package.json, createRequire and yargs' locales
 //   are found where they were.
 // - The first line names this build ("// clapper bundle <sha256 of the rest>"); the cache repeats it.
+// - Files the modules read beside them are copied next to their compiled modules first: the
+//   coordinator's Lua scripts (src/coord/lua/*.lua to dist/coord/lua/, read by src/coord/scripts.ts).
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,6 +46,15 @@ const WARM_MANIFEST = [
   '  - { id: n01, text: "Every night, the light came on." }',
   "",
 ].join("\n");
+
+// A removed script's file must not linger in dist/: the folder is made anew.
+const LUA_FROM = join(ROOT, "src/coord/lua");
+const LUA_TO = join(ROOT, "dist/coord/lua");
+rmSync(LUA_TO, { recursive: true, force: true });
+mkdirSync(LUA_TO, { recursive: true });
+for (const name of readdirSync(LUA_FROM)) {
+  if (name.endsWith(".lua")) copyFileSync(join(LUA_FROM, name), join(LUA_TO, name));
+}
 
 /** `var __clapperImportMetaUrl = <the file's own URL>;` before the code of a module that reads it. */
 const importMetaUrl = {
