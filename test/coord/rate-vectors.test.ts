@@ -291,8 +291,6 @@ const SCENARIOS: Scenario[] = [
   {
     name: "a settled rate, then the service takes a quarter less",
     settings: { ceiling: 200, initial: { rps: 60, settled: true } },
-    differs:
-      "a 429 at a rate an earlier 429 of this run set, everything accepted since: RateController keeps the rate less its margin (x0.95), the Lua cuts plainly (x0.7)",
     ms: 14_000,
     service: { rps: 40, drop: [6000, 30] },
   },

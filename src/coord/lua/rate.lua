@@ -118,6 +118,12 @@ local function settleAt(s, now, acceptedKey)
     return s.held
   end
   if sus and sus < s.rps then return sus * R.margin end
+  -- At a rate an earlier 429 of this run set, the service's bucket stayed near empty: what it
+  -- accepted is what it sustains, just over its limit, not a reason for a blind cut
+  -- (RateController.settleAt). Not for a rate remembered from the last run (limitedAt is its seed).
+  if s.slowStart ~= 1 and s.settled == 1 and sus and s.firstSentAt > 0 and s.limitedAt > s.firstSentAt then
+    return s.rps * R.margin
+  end
   return s.rps * R.plainCut
 end
 
