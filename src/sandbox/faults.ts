@@ -39,7 +39,7 @@ export const NO_MEDIA_CONTROL: Readonly<MediaControl> = {
 };
 
 /** What becomes of an API request once its faults are drawn (a 503 is thrown instead). */
-type FaultVerdict = "serve" | "drop" | "drop-after";
+export type FaultVerdict = "serve" | "drop" | "drop-after";
 
 export class Faults {
   /** One object for the life of the sandbox: the list handlers read its paging faults as they are. */
@@ -71,10 +71,18 @@ export class Faults {
     return { ...this.settings };
   }
 
-  /** Waits the latency, then draws a drop or throws an injected 503. */
-  async draws(): Promise<FaultVerdict> {
+  /**
+   * The injected latency, or undefined with none: an API request without latency goes on in the same
+   * tick, as it always has.
+   */
+  latency(): Promise<void> | undefined {
+    const ms = this.settings.latency_ms;
+    return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined;
+  }
+
+  /** Draws a drop, or throws an injected 503. */
+  draws(): FaultVerdict {
     const f = this.settings;
-    if (f.latency_ms > 0) await delay(f.latency_ms);
     let dropAfter = false;
     if (f.drop_rate > 0 && this.draw() < f.drop_rate) {
       // Half the drops happen after the work is done: the hard case for clients (did it happen?).
@@ -92,8 +100,4 @@ export class Faults {
     }
     return dropAfter ? "drop-after" : "serve";
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

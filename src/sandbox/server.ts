@@ -6,7 +6,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { z } from "zod";
 import { ApiAccess } from "./access.js";
 import { CallbackSender } from "./callbacks.js";
-import { Faults, NO_MEDIA_CONTROL } from "./faults.js";
+import { Faults, type FaultVerdict, NO_MEDIA_CONTROL } from "./faults.js";
 import { ApiError, renderError, sendJson } from "./http.js";
 import { loadWorld, saveWorld } from "./persist.js";
 import { readBody } from "./request.js";
@@ -83,7 +83,12 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       const { route, params } = routes.find(method, url.pathname);
       // Counted before any fault: a client's retries of injected failures show in the stats.
       if (route.kind !== "control") world.countRequest(route.template);
-      const verdict = route.kind === "api" ? await services.faults.draws() : "serve";
+      let verdict: FaultVerdict = "serve";
+      if (route.kind === "api") {
+        const latency = services.faults.latency();
+        if (latency) await latency;
+        verdict = services.faults.draws();
+      }
       if (verdict === "drop") {
         req.socket.destroy();
         return;

@@ -34,11 +34,11 @@ describe("RateLimiter", () => {
   });
 });
 
-async function verdicts(faults: Faults, n: number): Promise<string[]> {
+function verdicts(faults: Faults, n: number): string[] {
   const out: string[] = [];
   for (let i = 0; i < n; i++) {
     try {
-      out.push(await faults.draws());
+      out.push(faults.draws());
     } catch (error) {
       out.push(error instanceof ApiError ? String(error.status) : "?");
     }
@@ -47,24 +47,24 @@ async function verdicts(faults: Faults, n: number): Promise<string[]> {
 }
 
 describe("Faults", () => {
-  it("serves everything when nothing is injected", async () => {
-    expect(await verdicts(new Faults(null), 3)).toEqual(["serve", "serve", "serve"]);
+  it("serves everything when nothing is injected", () => {
+    expect(verdicts(new Faults(null), 3)).toEqual(["serve", "serve", "serve"]);
   });
 
-  it("answers every Nth API request with a 503", async () => {
+  it("answers every Nth API request with a 503", () => {
     const faults = new Faults(null);
     expect(faults.update({ error_every: 3 })).toMatchObject({ error_every: 3, rate_limit_rps: null });
-    expect(await verdicts(faults, 6)).toEqual(["serve", "serve", "503", "serve", "serve", "503"]);
+    expect(verdicts(faults, 6)).toEqual(["serve", "serve", "503", "serve", "serve", "503"]);
   });
 
-  it("draws the same faults in the same order from one seed", async () => {
+  it("draws the same faults in the same order from one seed", () => {
     const faults = new Faults(5);
     const settings = faults.update({ drop_rate: 0.3, error_rate: 0.3, seed: 42 });
     expect(settings).not.toHaveProperty("seed");
     expect(settings.rate_limit_rps).toBe(5);
-    const first = await verdicts(faults, 40);
+    const first = verdicts(faults, 40);
     faults.update({ seed: 42 });
-    expect(await verdicts(faults, 40)).toEqual(first);
+    expect(verdicts(faults, 40)).toEqual(first);
     expect(new Set(first)).toEqual(new Set(["serve", "drop", "drop-after", "503"]));
   });
 
