@@ -6,9 +6,9 @@ import { checkResolvedHost } from "./materials.js";
 import type { World } from "./world.js";
 
 /** Seconds between attempts, scaled by the time scale like every simulated duration. */
-export const CALLBACK_RETRY_INTERVALS_S = [10, 30, 60, 120, 300] as const;
+const CALLBACK_RETRY_INTERVALS_S = [10, 30, 60, 120, 300] as const;
 /** Per-request timeout. Not scaled: it bounds a real network exchange, not a simulated stage. */
-export const CALLBACK_TIMEOUT_MS = 10_000;
+const CALLBACK_TIMEOUT_MS = 10_000;
 
 export class CallbackSender {
   private readonly timers = new Set<NodeJS.Timeout>();

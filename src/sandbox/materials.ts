@@ -24,7 +24,7 @@ export interface Material {
   seconds?: number;
 }
 
-export interface FetchOptions {
+interface FetchOptions {
   allowPrivate: boolean;
   signal?: AbortSignal;
   timeoutMs?: number;

@@ -22,7 +22,7 @@ export interface StoredPackage {
 /** Where a task's reservation was taken from, so it can be consumed or released exactly. */
 export type Allocation = ReadonlyArray<{ packageId: string; amount: number }>;
 
-export interface NewPackage {
+interface NewPackage {
   total_points: number;
   /** Default active. Stored as given: pending (not activated), exhausted (remaining 0), expired. */
   status?: PackageStatus;

@@ -21,7 +21,7 @@ import type { AssetRecord, Org, SpeechEvent, SpeechRecord, VoiceRecord, World } 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const DAY_MS = 24 * 3600 * 1000;
 /** Result files and unused assets are kept this long (simulated; scaled). */
-export const RETENTION_MS = 7 * DAY_MS;
+const RETENTION_MS = 7 * DAY_MS;
 const UPLOAD_URL_TTL_MS = 15 * 60 * 1000;
 const QUEUE_MS = 1000;
 const RETRY_PAUSE_MS = 500;

@@ -31,7 +31,7 @@ const RESULT_URL_TTL_MS = 24 * 3600 * 1000;
 /** A running task that is being cancelled stops after this long (simulated): the node must notice. */
 const CANCEL_DELAY_MS = 2000;
 
-export function markerOutcome(text: string): { outcome: Outcome; slow: boolean } {
+function markerOutcome(text: string): { outcome: Outcome; slow: boolean } {
   const slow = text.includes("[sandbox:slow]");
   if (text.includes("[sandbox:fail]")) return { outcome: "fail", slow };
   if (text.includes("[sandbox:upscale-fail]")) return { outcome: "upscale-fail", slow };
@@ -477,7 +477,7 @@ function adaptiveImage(content: VideoCreate["content"], materials: Map<number, M
   return undefined;
 }
 
-export function skillJson(skill: SkillRecord): Record<string, unknown> {
+function skillJson(skill: SkillRecord): Record<string, unknown> {
   return {
     id: skill.id,
     name: skill.name,

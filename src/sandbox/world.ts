@@ -5,7 +5,7 @@ import type { SpeechInput } from "../api/speech.js";
 import type { ResolutionTier, VideoRatio, VideoStatus } from "../api/video.js";
 import { type Allocation, PointsLedger } from "./points.js";
 
-export interface SandboxSettings {
+interface SandboxSettings {
   timeScale: number;
   allowPrivateUrls: boolean;
   points: number;
@@ -129,7 +129,7 @@ export interface AssetRecord {
  * waits for it and gets its resource; when that create is refused the key is free again, so the
  * waiting request is handled with its own body (or waits for whoever took the key meanwhile).
  */
-export class IdempotencyKeys {
+class IdempotencyKeys {
   private readonly pending = new Map<string, Promise<string>>();
   /** Keys whose create succeeded, with the resource id: what a state file keeps. */
   readonly done = new Map<string, string>();
