@@ -7,7 +7,7 @@
 // interrupted one included) made its result, "reused" when its result is an earlier run's, and the
 // points spent are the campaign's, not only this process's.
 import { type JobState, type RunState, spentPoints } from "../engine/state.js";
-import { campaignStart, madeIn } from "./report.js";
+import { campaignStart, madeIn } from "../report/build.js";
 import type { Phase, Progress } from "./types.js";
 
 type Status = JobState["status"];

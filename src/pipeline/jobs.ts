@@ -38,20 +38,16 @@ import type { PointsLedger } from "../engine/ledger.js";
 import { linePoints, PriceError, SpeechDisabledError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
 import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState } from "../engine/state.js";
-import {
-  expectedSpeechMs,
-  expectedVideoMs,
-  type SpeechPoller,
-  TaskUnreadableError,
-  type TrackHint,
-  type VideoPoller,
-} from "../engine/tracker.js";
 import { type Job, type SpeechJob, unfitted, type VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import { MediaCheckError, ResultTooLargeError } from "../results/errors.js";
 import { resultLimit } from "../results/size-policy.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
 import { traceStart } from "../trace.js";
+import { expectedSpeechMs, expectedVideoMs } from "../tracking/durations.js";
+import type { SpeechPoller } from "../tracking/speech-poller.js";
+import { TaskUnreadableError, type TrackHint } from "../tracking/track.js";
+import type { VideoPoller } from "../tracking/video-poller.js";
 import type { StateStore } from "./types.js";
 
 const MAX_CREATE_BODY = 72 * 1024 * 1024;

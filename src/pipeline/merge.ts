@@ -8,15 +8,9 @@ import { z } from "zod";
 import { redactDeep } from "../api/redact.js";
 import type { Job } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
+import { countJobs, type Report, type ReportJob, type ShardSummary, statusOver } from "../report/model.js";
+import { reportsFolder } from "../report/writing.js";
 import type { Sink } from "../sinks/sink.js";
-import {
-  countJobs,
-  type Report,
-  type ReportJob,
-  reportsFolder,
-  type ShardSummary,
-  statusOver,
-} from "./report.js";
 import { MAX_SHARDS, type Shard, shardOf } from "./shard.js";
 
 /** A shard's report.json: 2,000 jobs take about 1.5 MB; anything far larger is not one of ours. */

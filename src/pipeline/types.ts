@@ -12,13 +12,13 @@ import { DEFAULT_CEILING_RPS } from "../engine/rate.js";
 import type { RepairInput } from "../engine/repair.js";
 import type { MaterialStager } from "../engine/staging.js";
 import type { RunRecord, RunState } from "../engine/state.js";
-import type { Sightings, TrackOptions } from "../engine/tracker.js";
 import type { Problem } from "../manifest/index.js";
+import type { Report } from "../report/model.js";
 import type { S3ClientOptions } from "../sinks/s3.js";
 import type { Sink } from "../sinks/sink.js";
+import type { Sightings, TrackOptions } from "../tracking/track.js";
 import type { BudgetRow } from "./admit.js";
 import type { LocatedRun } from "./locate.js";
-import type { Report } from "./report.js";
 import type { Shard } from "./shard.js";
 
 /** The run's state: what happened, record by record, and the state those records make. */

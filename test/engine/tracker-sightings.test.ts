@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { HttpClient } from "../../src/api/http.js";
 import type { VideoTask } from "../../src/api/video.js";
 import { VideoClient } from "../../src/api/video-client.js";
-import { type Sightings, VideoPoller } from "../../src/engine/tracker.js";
+import type { Sightings } from "../../src/tracking/track.js";
+import { VideoPoller } from "../../src/tracking/video-poller.js";
 import { type Scripted, scripted } from "../fixtures/servers.js";
 import { videoTask } from "../fixtures/tasks.js";
 

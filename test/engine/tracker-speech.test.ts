@@ -5,13 +5,10 @@
 // ended (the sandbox knows when it ended) and how many requests it took.
 import { afterEach, describe, expect, it } from "vitest";
 import { createClients } from "../../src/api/index.js";
-import {
-  DEFAULT_TRACK_OPTIONS,
-  expectedSpeechMs,
-  SpeechPoller,
-  type TrackOptions,
-} from "../../src/engine/tracker.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
+import { expectedSpeechMs } from "../../src/tracking/durations.js";
+import { SpeechPoller } from "../../src/tracking/speech-poller.js";
+import { DEFAULT_TRACK_OPTIONS, type TrackOptions } from "../../src/tracking/track.js";
 import { KEY, sandbox } from "../helpers/sandbox.js";
 
 const closers: Array<() => Promise<void>> = [];

@@ -6,8 +6,10 @@
 // ended (the sandbox knows when it ended) and how many requests it took.
 import { afterEach, describe, expect, it } from "vitest";
 import { createClients } from "../../src/api/index.js";
-import { DEFAULT_TRACK_OPTIONS, expectedVideoMs, VideoPoller } from "../../src/engine/tracker.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
+import { expectedVideoMs } from "../../src/tracking/durations.js";
+import { DEFAULT_TRACK_OPTIONS } from "../../src/tracking/track.js";
+import { VideoPoller } from "../../src/tracking/video-poller.js";
 import { KEY, sandbox } from "../helpers/sandbox.js";
 
 const closers: Array<() => Promise<void>> = [];

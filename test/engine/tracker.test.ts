@@ -5,7 +5,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { HttpClient } from "../../src/api/http.js";
 import { VideoClient } from "../../src/api/video-client.js";
-import { TaskUnreadableError, VideoPoller } from "../../src/engine/tracker.js";
+import { TaskUnreadableError } from "../../src/tracking/track.js";
+import { VideoPoller } from "../../src/tracking/video-poller.js";
 import { type Scripted, scripted } from "../fixtures/servers.js";
 
 const servers: Scripted[] = [];

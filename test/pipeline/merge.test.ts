@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Job, loadManifest } from "../../src/manifest/index.js";
 import { outputKey } from "../../src/manifest/outputs.js";
 import { MergeError, mergeReports, shardTotal } from "../../src/pipeline/merge.js";
-import type { Report, ReportJob } from "../../src/pipeline/report.js";
 import { shardOf } from "../../src/pipeline/shard.js";
+import type { Report, ReportJob } from "../../src/report/model.js";
 import { LocalSink } from "../../src/sinks/local.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
 

@@ -10,14 +10,12 @@ import { XMLParser, XMLValidator } from "fast-xml-parser";
 import { beforeAll, describe, expect, it } from "vitest";
 import { applyRecord, initialState, type RunRecord } from "../../src/engine/state.js";
 import type { Job } from "../../src/manifest/index.js";
-import {
-  buildReport,
-  junitXml,
-  type Report,
-  reportMarkdown,
-  summaryMarkdown,
-  writeReports,
-} from "../../src/pipeline/report.js";
+import { buildReport } from "../../src/report/build.js";
+import { junitXml } from "../../src/report/junit.js";
+import { reportMarkdown } from "../../src/report/markdown.js";
+import type { Report } from "../../src/report/model.js";
+import { summaryMarkdown } from "../../src/report/summary.js";
+import { writeReports } from "../../src/report/writing.js";
 import type { Sink } from "../../src/sinks/sink.js";
 import { hostileProxy, taskJson } from "../fixtures/hostile.js";
 import { errorBody } from "../fixtures/servers.js";

@@ -16,7 +16,7 @@ import {
   type RunRecord,
   type RunState,
 } from "../../src/engine/state.js";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = join(ROOT, "bin/clapper.js");

@@ -15,7 +15,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { beforeAll, describe, type ExpectStatic, expect, it } from "vitest";
-import type { Report, ReportJob, ReportJobStatus } from "../../src/pipeline/report.js";
+import type { Report, ReportJob, ReportJobStatus } from "../../src/report/model.js";
 import {
   type HostileService,
   hostileKey,

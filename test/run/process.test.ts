@@ -6,7 +6,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import {
   type Balance,
   cli,

@@ -4,7 +4,7 @@
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import {
   type CliResult,
   cli,

@@ -6,7 +6,7 @@ import { cp, mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { expect } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { speechDurationMs } from "../../src/sandbox/media.js";
 import { browserTest, launch, mediaStates, visibleRows, watch } from "../helpers/browser.js";
 import { cli, type Line, runIn, type Shot, setup } from "./helpers.js";

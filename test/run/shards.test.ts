@@ -6,7 +6,7 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { type RedisServer, redisAvailable, redisSkipReason, startRedis } from "../coord/redis-server.js";
 import { BUCKET, S3_ENV, type Store, startStore } from "../s3/helpers.js";
 import {

@@ -4,7 +4,7 @@
 // the upload cost.
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { cli, staleBuild } from "../run/harness.js";
 import { KEY, RETRY_ENV, type Sb, sandbox, type Workspace, workspace } from "../run/helpers.js";
 import { BUCKET, S3_ENV, type S3Request, type Store, startStore } from "./helpers.js";

@@ -3,7 +3,7 @@
 // be reached), and the next run, once the store is back on the same port and folder, must store
 // everything without creating any task twice.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { type CliResult, cli, journalRecords, replay, staleBuild } from "../run/harness.js";
 import { created, KEY, RETRY_ENV, type Sb, setup, type Workspace } from "../run/helpers.js";
 import { BUCKET, S3_ENV, type Store, startStore } from "./helpers.js";

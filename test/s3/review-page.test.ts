@@ -5,7 +5,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, expect } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { browserTest, launch, mediaStates, watch } from "../helpers/browser.js";
 import { runIn, setup } from "../run/helpers.js";
 import { type Store, startStore } from "./helpers.js";

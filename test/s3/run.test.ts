@@ -4,7 +4,7 @@
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { cli, staleBuild } from "../run/harness.js";
 import { created, KEY, type Line, RETRY_ENV, runIn, type Shot, setup } from "../run/helpers.js";
 import { S3_ENV, type Store, startStore } from "./helpers.js";

@@ -7,7 +7,7 @@ import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Report } from "../../src/pipeline/report.js";
+import type { Report } from "../../src/report/model.js";
 import { type RedisServer, redisAvailable, redisSkipReason, startRedis } from "../coord/redis-server.js";
 import {
   cli,

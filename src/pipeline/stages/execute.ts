@@ -5,7 +5,6 @@
 import type { VideoTask } from "../../api/video.js";
 import { SpeechPricer } from "../../engine/pricing.js";
 import type { JobState } from "../../engine/state.js";
-import { DEFAULT_TRACK_OPTIONS, SpeechPoller, VideoPoller } from "../../engine/tracker.js";
 import {
   type AutoDuration,
   fitShot,
@@ -15,6 +14,9 @@ import {
   type VideoJob,
 } from "../../manifest/index.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
+import { SpeechPoller } from "../../tracking/speech-poller.js";
+import { DEFAULT_TRACK_OPTIONS } from "../../tracking/track.js";
+import { VideoPoller } from "../../tracking/video-poller.js";
 import type { RunContext } from "../context.js";
 import { logFitted, narrationOf } from "../fitting.js";
 import { errorInfo, JobRunner, nominalMs } from "../jobs.js";

@@ -1,10 +1,10 @@
 // `clapper report MANIFEST`: report.json, report.md, junit.xml and report.html written again from the run's state.
 import { acquireLock, LockHeldError } from "../../../engine/lock.js";
 import { MergeError, mergeReports } from "../../../pipeline/merge.js";
-import { reportsFolder, writeReports } from "../../../pipeline/report.js";
 import { outputs } from "../../../pipeline/run.js";
 import type { Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
+import { reportsFolder, writeReports } from "../../../report/writing.js";
 import { type S3ClientOptions, S3StoreError } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";

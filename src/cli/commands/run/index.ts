@@ -9,11 +9,12 @@ import { DEFAULT_CEILING_RPS, type RememberedRate } from "../../../engine/rate.j
 import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
 import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
-import { countsText, plural, type Report, type ReportJob } from "../../../pipeline/report.js";
 import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
 import { runLedgerKey } from "../../../pipeline/types.js";
+import type { Report, ReportJob } from "../../../report/model.js";
+import { countsText, plural } from "../../../report/words.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { traceStart } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";

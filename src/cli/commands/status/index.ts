@@ -1,8 +1,9 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
 import { lockHolder } from "../../../engine/lock.js";
-import { plural, type Report } from "../../../pipeline/report.js";
 import type { Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
+import type { Report } from "../../../report/model.js";
+import { plural } from "../../../report/words.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { table } from "../../output.js";
 import { locate, neverRun, ownState, reportFromState } from "../run/state.js";

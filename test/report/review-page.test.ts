@@ -4,8 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Job, loadManifest } from "../../src/manifest/index.js";
 import { outputKey } from "../../src/manifest/outputs.js";
-import { countJobs, type Report, type ReportJob } from "../../src/pipeline/report.js";
-import { esc, renderReviewPage } from "../../src/pipeline/review-page.js";
+import { countJobs, type Report, type ReportJob } from "../../src/report/model.js";
+import { esc, renderReviewPage } from "../../src/report/review-page.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
 
 const HOSTILE_PROMPT = `Night </script><script>alert(1)</script><img src=x onerror=alert(2)> "quoted" & 'single'`;

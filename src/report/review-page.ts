@@ -7,13 +7,13 @@
 // emotion, shot, take), so the page is built from both. Every string from the manifest or the
 // services is escaped here, and the page is rendered server-side: no data is handed to a script.
 import { createHash } from "node:crypto";
-import { posix, relative, sep } from "node:path";
+import { posix } from "node:path";
 import { redact } from "../api/redact.js";
 import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
-import type { Sink } from "../sinks/sink.js";
-import type { Report, ReportJob } from "./report.js";
+import { byKind, KINDS } from "./kinds.js";
+import type { Report, ReportJob } from "./model.js";
 
-export interface ReviewPageInput {
+interface ReviewPageInput {
   report: Report;
   /** The manifest's jobs, in its order; those without a row in the report are left out. */
   jobs: readonly Job[];
@@ -23,14 +23,11 @@ export interface ReviewPageInput {
   linksExpireAt?: string | undefined;
 }
 
-/** SigV4's longest validity: presigned links on the page live as long as S3 allows. */
-export const LINK_SECONDS = 7 * 24 * 60 * 60;
-
 /**
  * The filters of the page, as they mark rows (`data-filters`) and jobs (`data-status`): rows with a
  * failed job, with a job generated in this run, with a reused job.
  */
-export type ReviewFilter = "failed" | "generated" | "reused";
+type ReviewFilter = "failed" | "generated" | "reused";
 
 // ---------------------------------------------------------------------------------------------
 // escaping
@@ -67,23 +64,31 @@ function safeHref(href: string | undefined): string | undefined {
 // rows: shots in manifest order, their takes and lines
 // ---------------------------------------------------------------------------------------------
 
-interface Entry {
-  job: Job | undefined;
+interface Entry<J extends Job = Job> {
+  job: J | undefined;
   row: ReportJob;
 }
 
 interface ShotRow {
   id: string;
-  takes: Entry[];
-  lines: Entry[];
+  takes: Entry<VideoJob>[];
+  lines: Entry<SpeechJob>[];
 }
 
 interface Grouped {
   shots: ShotRow[];
   /** Lines that name no shot. */
-  loose: Entry[];
+  loose: Entry<SpeechJob>[];
   /** Report rows with no job of the manifest (rows removed from it). */
   others: Entry[];
+}
+
+/** The manifest's jobs of each kind, each in the manifest's order. */
+function byKinds(jobs: readonly Job[]): { takes: VideoJob[]; lines: SpeechJob[] } {
+  const takes: VideoJob[] = [];
+  const lines: SpeechJob[] = [];
+  for (const job of jobs) byKind(job, { video: (v) => takes.push(v), speech: (s) => lines.push(s) });
+  return { takes, lines };
 }
 
 function group(report: Report, jobs: readonly Job[]): Grouped {
@@ -98,17 +103,18 @@ function group(report: Report, jobs: readonly Job[]): Grouped {
     }
     return found;
   };
-  const loose: Entry[] = [];
+  const loose: Entry<SpeechJob>[] = [];
+  const { takes, lines } = byKinds(jobs);
   // Takes first, so that rows follow the manifest's order of shots whatever the order of lines.
-  for (const job of jobs) {
+  for (const job of takes) {
     const row = rows.get(job.id);
-    if (job.kind !== "video" || !row || used.has(job.id)) continue;
+    if (!row || used.has(job.id)) continue;
     used.add(job.id);
     shotRow(job.rowId).takes.push({ job, row });
   }
-  for (const job of jobs) {
+  for (const job of lines) {
     const row = rows.get(job.id);
-    if (job.kind !== "speech" || !row || used.has(job.id)) continue;
+    if (!row || used.has(job.id)) continue;
     used.add(job.id);
     // A line whose shot has no take here (another shard's) still gets its shot's row.
     if (job.shot !== undefined) shotRow(job.shot).lines.push({ job, row });
@@ -209,14 +215,11 @@ function resolutionFact(row: ReportJob): string {
   return `<span class="fact delivered"><b>delivered</b> ${esc(got)} (asked ${esc(asked)})</span>`;
 }
 
-function player(entry: Entry, href: string | undefined): string {
-  const { row } = entry;
-  const tag = row.kind === "video" ? "video" : "audio";
+function player(row: ReportJob, href: string | undefined): string {
+  const tag = KINDS[row.kind].media;
   const link = safeHref(href);
   if (!row.output || !link) {
-    const why = row.output
-      ? "stored, but not linkable from here"
-      : `no ${row.kind === "video" ? "video" : "audio"}`;
+    const why = row.output ? "stored, but not linkable from here" : `no ${tag}`;
     return `<div class="nomedia ${tag}">${esc(why)}</div>`;
   }
   return `<${tag} controls preload="metadata" data-job="${esc(row.id)}" src="${esc(link)}"></${tag}>`;
@@ -244,19 +247,18 @@ function outcome(row: ReportJob, href: string | undefined): string {
   return `<div class="facts">${facts.join("")}</div>${error}${warnings}`;
 }
 
-function takeCard(entry: Entry, href: string | undefined, takes: number): string {
+function takeCard(entry: Entry<VideoJob>, href: string | undefined, takes: number): string {
   const { row, job } = entry;
-  const take = job?.kind === "video" && job.take !== undefined ? `take ${job.take} of ${takes}` : "";
-  return `<div class="job take" data-job="${esc(row.id)}" data-status="${esc(row.status)}">${player(entry, href)}<div class="label"><span class="id">${esc(row.id)}</span>${take ? ` <span class="take-no">${esc(take)}</span>` : ""}</div>${outcome(row, href)}</div>`;
+  const take = job?.take !== undefined ? `take ${job.take} of ${takes}` : "";
+  return `<div class="job take" data-job="${esc(row.id)}" data-status="${esc(row.status)}">${player(row, href)}<div class="label"><span class="id">${esc(row.id)}</span>${take ? ` <span class="take-no">${esc(take)}</span>` : ""}</div>${outcome(row, href)}</div>`;
 }
 
-function lineCard(entry: Entry, href: string | undefined): string {
-  const { row, job } = entry;
-  const speech = job?.kind === "speech" ? job : undefined;
+function lineCard(entry: Entry<SpeechJob>, href: string | undefined): string {
+  const { row, job: speech } = entry;
   const details = speech
     ? `<p class="text">${esc(speech.request.text)}</p><div class="facts">${fact("voice", voiceOf(speech))}${fact("emotion", emotionOf(speech))}${fact("language", speech.request.language)}${fact("speed", speech.request.speed)}</div>`
     : "";
-  return `<div class="job line" data-job="${esc(row.id)}" data-status="${esc(row.status)}"><div class="label"><span class="id">${esc(row.id)}</span></div>${player(entry, href)}${details}${outcome(row, href)}</div>`;
+  return `<div class="job line" data-job="${esc(row.id)}" data-status="${esc(row.status)}"><div class="label"><span class="id">${esc(row.id)}</span></div>${player(row, href)}${details}${outcome(row, href)}</div>`;
 }
 
 interface Row {
@@ -265,7 +267,7 @@ interface Row {
 }
 
 function shotSection(shot: ShotRow, links: ReadonlyMap<string, string>): Row {
-  const first = shot.takes.find((t) => t.job?.kind === "video")?.job as VideoJob | undefined;
+  const first = shot.takes.find((t) => t.job !== undefined)?.job;
   const prompt = first ? promptOf(first) : "";
   const settings = first
     ? [
@@ -295,10 +297,23 @@ function shotSection(shot: ShotRow, links: ReadonlyMap<string, string>): Row {
   return { html, filters };
 }
 
-function looseRow(entry: Entry, href: string | undefined): Row {
-  const card = entry.row.kind === "speech" ? lineCard(entry, href) : takeCard(entry, href, 1);
+/** The card of a row with no job of the manifest: its kind's card, without what the manifest asked. */
+const BARE_CARD: Readonly<Record<ReportJob["kind"], (row: ReportJob, href: string | undefined) => string>> = {
+  video: (row, href) => takeCard({ job: undefined, row }, href, 1),
+  speech: (row, href) => lineCard({ job: undefined, row }, href),
+};
+
+function singleRow(card: string, entry: Entry): Row {
   const filters = rowFilters([entry]);
   return { html: `<article class="row single" data-filters="${filters}">${card}</article>`, filters };
+}
+
+function looseRow(entry: Entry<SpeechJob>, href: string | undefined): Row {
+  return singleRow(lineCard(entry, href), entry);
+}
+
+function otherRow(entry: Entry, href: string | undefined): Row {
+  return singleRow(BARE_CARD[entry.row.kind](entry.row, href), entry);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -433,7 +448,7 @@ export function renderReviewPage(input: ReviewPageInput): string {
   const { shots, loose, others } = group(report, input.jobs);
   const shotRows = shots.map((s) => shotSection(s, links));
   const looseRows = loose.map((e) => looseRow(e, links.get(e.row.id)));
-  const otherRows = others.map((e) => looseRow(e, links.get(e.row.id)));
+  const otherRows = others.map((e) => otherRow(e, links.get(e.row.id)));
   const section = (id: string, title: string, rows: Row[]) =>
     rows.length > 0
       ? `<section id="${id}"><h2>${esc(title)} (${rows.length})</h2>${rows.map((r) => r.html).join("")}</section>`
@@ -461,45 +476,4 @@ export function renderReviewPage(input: ReviewPageInput): string {
     "</body></html>",
     "",
   ].join("\n");
-}
-
-// ---------------------------------------------------------------------------------------------
-// links: relative to the page's folder, or presigned
-// ---------------------------------------------------------------------------------------------
-
-/**
- * The address of each stored output as the page at `folder` (a key of the sink, `reports`) links
- * it: a path relative to that folder in a local output (so the run's folder can be moved or
- * zipped), a presigned GET in S3, valid for `seconds` (SigV4 allows 7 days at most) or until the
- * credentials that signed it expire, whichever comes first.
- */
-export async function mediaLinks(
-  sink: Sink,
-  report: Report,
-  folder: string,
-  seconds = LINK_SECONDS,
-): Promise<{ links: Map<string, string>; expiresAt?: string }> {
-  const links = new Map<string, string>();
-  const stored = report.jobs.filter((j) => j.output !== null);
-  if (sink.presignMany) {
-    const root = sink.uri("");
-    const mine = stored.filter((j) => j.output?.uri.startsWith(root));
-    if (mine.length === 0) return { links };
-    const keys = mine.map((j) => (j.output?.uri ?? "").slice(root.length));
-    const signed = await sink.presignMany(keys, seconds);
-    mine.forEach((j, i) => {
-      const url = signed.urls[i];
-      if (url) links.set(j.id, url);
-    });
-    return { links, expiresAt: signed.expiresAt.toISOString() };
-  }
-  if (sink.localPath) {
-    const from = sink.localPath(folder);
-    for (const j of stored) {
-      const uri = j.output?.uri ?? "";
-      if (!uri.startsWith("/")) continue;
-      links.set(j.id, relative(from, uri).split(sep).map(encodeURIComponent).join("/"));
-    }
-  }
-  return { links };
 }

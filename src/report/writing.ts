@@ -1,0 +1,53 @@
+// Writing the reports beside the outputs: report.json, report.md, junit.xml and report.html, and
+// the summary for GitHub Actions.
+import type { Job } from "../manifest/index.js";
+import type { Sink } from "../sinks/sink.js";
+import { reportJson } from "./json.js";
+import { junitXml } from "./junit.js";
+import { reportMarkdown } from "./markdown.js";
+import { mediaLinks } from "./media-links.js";
+import type { Report } from "./model.js";
+import { renderReviewPage } from "./review-page.js";
+import { appendStepSummary } from "./summary.js";
+
+interface WriteReportsOptions {
+  /**
+   * Append the summary to `$GITHUB_STEP_SUMMARY` when it is set. Default true: the run writes it.
+   * `clapper report` passes false: each step of a GitHub job has its own summary file, all shown
+   * together, so a report written again in a later step would show the run twice.
+   */
+  stepSummary?: boolean;
+  /** Where in the sink: `reports` (default), `reports/shards/I-of-N` for a shard. */
+  folder?: string;
+  /**
+   * The manifest's jobs: report.html shows what they asked for (prompt, text, voice, shot, take)
+   * beside what the report says became of them. Without them the page lists the report's rows.
+   */
+  jobs?: readonly Job[];
+}
+
+/** The reports' folder in the sink: a shard's go to `reports/shards/I-of-N`. */
+export function reportsFolder(shard?: { index: number; total: number }): string {
+  return shard ? `reports/shards/${shard.index}-of-${shard.total}` : "reports";
+}
+
+/** Writes the four reports beside the outputs, and the summary for GitHub Actions when asked. */
+export async function writeReports(
+  sink: Sink,
+  report: Report,
+  env: NodeJS.ProcessEnv,
+  options: WriteReportsOptions = {},
+): Promise<string[]> {
+  const folder = options.folder ?? "reports";
+  const uris = [
+    await sink.writeText(`${folder}/report.json`, reportJson(report), "application/json"),
+    await sink.writeText(`${folder}/report.md`, reportMarkdown(report), "text/markdown"),
+    await sink.writeText(`${folder}/junit.xml`, junitXml(report), "application/xml"),
+  ];
+  const { links, expiresAt } = await mediaLinks(sink, report, folder);
+  const page = renderReviewPage({ report, jobs: options.jobs ?? [], links, linksExpireAt: expiresAt });
+  uris.push(await sink.writeText(`${folder}/report.html`, page, "text/html; charset=utf-8"));
+  if (env.GITHUB_STEP_SUMMARY && options.stepSummary !== false)
+    await appendStepSummary(env.GITHUB_STEP_SUMMARY, report);
+  return uris;
+}
