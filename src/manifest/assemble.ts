@@ -3,8 +3,8 @@
 // for anything); the episode itself is made in src/pipeline/assemble.ts.
 import { resolve } from "node:path";
 import { show } from "../api/common.js";
-import type { Job } from "./expand.js";
 import { checkRegularFile, FileError } from "./files.js";
+import type { Job } from "./job.js";
 import { didYouMean } from "./problems.js";
 
 export type Transition = "none" | "fade";

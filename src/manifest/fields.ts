@@ -55,7 +55,7 @@ export const LINE_FIELDS = {
   vars: "vars",
 } as const satisfies Record<string, FieldType>;
 
-export interface Pronunciation {
+interface Pronunciation {
   word: string;
   kind: string;
   value: string;

@@ -5,6 +5,7 @@
 import { createHash } from "node:crypto";
 import { constants, type Stats } from "node:fs";
 import { type FileHandle, open, realpath, stat, statfs } from "node:fs/promises";
+import type { Problems } from "./problems.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -19,7 +20,7 @@ export const FILE_LIMITS = {
   apiKey: 4 * KiB,
 } as const;
 
-export type FileProblem = "missing" | "folder" | "special" | "system" | "too-big" | "unreadable";
+type FileProblem = "missing" | "folder" | "special" | "system" | "too-big" | "unreadable";
 
 /**
  * A file that is not read. The message is a short reason without the path, which the caller names
@@ -37,13 +38,13 @@ export class FileError extends Error {
   }
 }
 
-export interface ReadOptions {
+interface ReadOptions {
   maxBytes: number;
   /** What the file is, for the limit's message: "a manifest", "a CSV file". */
   what: string;
 }
 
-export interface OpenedFile {
+interface OpenedFile {
   handle: FileHandle;
   size: number;
   /** Permission bits, as stat gives them. */
@@ -215,6 +216,25 @@ export async function readRegularFile(
 /** A regular file as UTF-8 text, at most `maxBytes` of it. */
 export async function readTextFile(path: string, options: ReadOptions): Promise<string> {
   return (await readRegularFile(path, options)).data.toString("utf8");
+}
+
+/**
+ * Reads a text file through the safe reader; a failure is reported at `where` (the file itself, or
+ * the manifest line naming it).
+ */
+export async function readText(
+  path: string,
+  limit: ReadOptions,
+  where: { file: string; line: number; field: string; prefix?: string },
+  problems: Problems,
+): Promise<string | undefined> {
+  try {
+    return await readTextFile(path, limit);
+  } catch (error) {
+    const reason = error instanceof FileError ? error.message : `cannot be read (${error})`;
+    problems.error(where.file, where.line, where.field, `${where.prefix ?? ""}${reason}`);
+    return undefined;
+  }
 }
 
 /** Size and sha256 of an opened file's content, read in chunks (materials can be tens of MiB). */

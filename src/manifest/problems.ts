@@ -1,5 +1,6 @@
 // Everything wrong with a manifest, found in stages and reported together: errors stop a run
 // before anything is spent, warnings are shown separately.
+import { relative } from "node:path";
 import { closest, distance } from "fastest-levenshtein";
 
 export interface Problem {
@@ -16,6 +17,12 @@ export interface Problem {
 export function formatProblem(p: Problem): string {
   const where = p.line > 0 ? `${p.file}:${p.line}` : p.file;
   return p.field ? `${where}: ${p.field}: ${p.message}` : `${where}: ${p.message}`;
+}
+
+/** Shown paths are relative to the working directory when that is shorter. */
+export function displayPath(path: string, cwd: string): string {
+  const rel = relative(cwd, path);
+  return rel && !rel.startsWith("..") && rel.length < path.length ? rel : path;
 }
 
 /** At most this many problems of each severity are kept: a broken million-row file makes a million. */

@@ -1,6 +1,6 @@
-// A manifest row as read, before its fields are typed: every value keeps the file and line it came
-// from. The reader (source.ts) makes these and the field tables (fields.ts) type them; both import
-// this module, not each other.
+// A manifest and its rows as read, before their fields are typed: every value keeps the file and
+// line it came from. The readers (source.ts, read-yaml.ts, csv-rows.ts) make these and the field
+// tables (fields.ts) type them; both import this module, not each other.
 
 export type RowKind = "shot" | "line";
 
@@ -22,4 +22,16 @@ export interface RawRow {
   fields: Fields;
   /** Something of the row could not be read (reported already): it is checked, but makes no job. */
   unreadable?: boolean;
+}
+
+export interface RawManifest {
+  /** Absolute path of the manifest. */
+  path: string;
+  /** The manifest path as shown in messages. */
+  display: string;
+  dir: string;
+  top: Fields;
+  defaults: { shot: Fields; line: Fields };
+  shots: RawRow[];
+  lines: RawRow[];
 }

@@ -33,11 +33,13 @@ import {
   MIN_DB,
   TRANSITIONS,
 } from "./assemble.js";
-import { ID_PATTERN, MAX_TAKES } from "./expand.js";
+import { POOL_NAME, POOL_PERIODS } from "./budget.js";
+import { ID_PATTERN } from "./expand.js";
+import { MAX_TAKES } from "./expand-shot.js";
 import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
-import { MAX_TIMING_S, NAME, NAME_CHARS, POOL_NAME, POOL_PERIODS } from "./index.js";
-import type { TOP_LEVEL_FIELDS } from "./source.js";
-import { DEFAULT_TIMING, MAX_SHOT_S, MIN_SHOT_S } from "./timing.js";
+import type { TOP_LEVEL_FIELDS } from "./read-yaml.js";
+import { NAME, NAME_CHARS } from "./settings.js";
+import { DEFAULT_TIMING, MAX_SHOT_S, MAX_TIMING_S, MIN_SHOT_S } from "./timing.js";
 
 type Json = { [key: string]: unknown };
 type ShotField = keyof typeof SHOT_FIELDS;

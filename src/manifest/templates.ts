@@ -3,8 +3,9 @@
 // placeholder are an error too (they would reach the service as text, and be paid for). A few
 // lines of code do this exactly; a general template engine would bring logic, partials and HTML
 // escaping we do not want.
-import { join } from "node:path";
-import { FILE_LIMITS, FileError, readTextFile } from "./files.js";
+import { dirname, join, resolve } from "node:path";
+import { show } from "../api/common.js";
+import { checkFolder, FILE_LIMITS, FileError, readTextFile } from "./files.js";
 import { snippet } from "./problems.js";
 
 const PLACEHOLDER = /\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}/g;
@@ -35,7 +36,7 @@ export function malformedMessage(found: string): string {
   return `${JSON.stringify(found)} is not a placeholder: write {{ name }} with a name of letters, digits, "_", "." or "-" (a template sends no braces)`;
 }
 
-export type TemplateResult = { text: string; file: string } | { error: string; file: string } | undefined;
+type TemplateResult = { text: string; file: string } | { error: string; file: string } | undefined;
 
 /** Loads templates by name from the templates folder, once each; `shot` finds `shot`, `shot.txt` or `shot.md`. */
 export class TemplateStore {
@@ -72,4 +73,35 @@ export class TemplateStore {
     }
     return undefined;
   }
+}
+
+/**
+ * The folders templates are looked up in: the one `templates:` names, else `templates/` beside the
+ * manifest and beside its folder, those that are there.
+ */
+export async function templateFolders(
+  value: unknown,
+  manifestDir: string,
+  fail: (key: string, message: string) => void,
+): Promise<string[]> {
+  if (value !== undefined && typeof value !== "string")
+    fail("templates", `expected a folder, got ${show(value)}`);
+  const dirs: string[] = [];
+  const candidates =
+    typeof value === "string"
+      ? [resolve(manifestDir, value)]
+      : [resolve(manifestDir, "templates"), resolve(dirname(manifestDir), "templates")];
+  for (const dir of candidates) {
+    try {
+      await checkFolder(dir);
+      dirs.push(dir);
+    } catch (error) {
+      // A default folder that is not there is no error; a folder the manifest names and that is
+      // no folder, or a special one (`templates: /proc/self`), is.
+      if (typeof value !== "string") continue;
+      if (error instanceof FileError && error.problem === "missing") dirs.push(dir);
+      else fail("templates", `${value} is ${error instanceof FileError ? error.message : error}`);
+    }
+  }
+  return dirs;
 }

@@ -4,9 +4,10 @@
 // shot is the very request an explicit `duration:` of that length would make, fingerprint included.
 import { createHash } from "node:crypto";
 import { configure } from "safe-stable-stringify";
+import { show } from "../api/common.js";
 import { videoPoints } from "../api/video.js";
-import type { Job, SpeechJob, VideoJob } from "./expand.js";
-import type { Problems } from "./problems.js";
+import { type Job, perKind, type SpeechJob, type VideoJob } from "./job.js";
+import { didYouMean, type Problems } from "./problems.js";
 
 const stableStringify = configure({ deterministic: true });
 
@@ -22,6 +23,9 @@ export interface Timing {
 }
 
 export const DEFAULT_TIMING: Timing = { lead: 0.5, gap: 0.25, tail: 0.5 };
+
+/** More than this between lines is a pause no narration means; likely seconds taken for ms. */
+export const MAX_TIMING_S = 10;
 
 export interface AutoDuration {
   /** The shot's narration in manifest order (`line/n01`, ...). */
@@ -47,7 +51,7 @@ export interface AutoDuration {
 const CHARS_PER_SECOND: Record<string, number> = { ZH: 4.5, JA: 5, AR: 12 };
 const DEFAULT_CHARS_PER_SECOND = 14;
 
-export function estimateLineSeconds(line: SpeechJob): number {
+function estimateLineSeconds(line: SpeechJob): number {
   const rate = CHARS_PER_SECOND[line.request.language ?? "EN"] ?? DEFAULT_CHARS_PER_SECOND;
   const speed = line.request.speed ?? 1;
   return Math.max(0.5, line.countedChars / rate) / speed;
@@ -79,7 +83,7 @@ export function fingerprintOf(value: unknown): string {
 }
 
 /** The fingerprint of a shot's request at `duration`: the same whether written or fitted. */
-export function shotFingerprint(basis: AutoDuration["basis"], duration: number | "auto", extra = {}): string {
+function shotFingerprint(basis: AutoDuration["basis"], duration: number | "auto", extra = {}): string {
   const { take, request } = basis;
   return fingerprintOf({
     v: 1,
@@ -116,9 +120,24 @@ export function overrun(job: VideoJob): { wanted: number } | undefined {
   return wanted > MAX_SHOT_S + 1e-3 ? { wanted } : undefined;
 }
 
+type AutoShot = VideoJob & { auto: AutoDuration };
+
+/** The job when it is a shot timed to its narration (`duration: auto`). */
+const autoShot = perKind<AutoShot | undefined>({
+  video: (shot) => (shot.auto !== undefined ? (shot as AutoShot) : undefined),
+  speech: () => undefined,
+});
+
+/** The job when it is a line that narrates a shot. */
+const narration = perKind<(SpeechJob & { shot: string }) | undefined>({
+  video: () => undefined,
+  speech: (line) => (line.shot !== undefined ? (line as SpeechJob & { shot: string }) : undefined),
+});
+
 /** An auto shot whose lines are not all stored yet. */
-export function unfitted(job: Job): job is VideoJob & { auto: AutoDuration } {
-  return job.kind === "video" && job.auto !== undefined && job.auto.fitted === undefined;
+export function unfitted(job: Job): job is AutoShot {
+  const shot = autoShot(job);
+  return shot !== undefined && shot.auto.fitted === undefined;
 }
 
 /**
@@ -128,14 +147,16 @@ export function unfitted(job: Job): job is VideoJob & { auto: AutoDuration } {
 export function linkAutoShots(jobs: Job[], timing: Timing, problems: Problems): void {
   const linesOf = new Map<string, SpeechJob[]>();
   for (const job of jobs) {
-    if (job.kind !== "speech" || job.shot === undefined) continue;
-    const list = linesOf.get(job.shot);
-    if (list) list.push(job);
-    else linesOf.set(job.shot, [job]);
+    const line = narration(job);
+    if (!line) continue;
+    const list = linesOf.get(line.shot);
+    if (list) list.push(line);
+    else linesOf.set(line.shot, [line]);
   }
   const warned = new Set<string>();
-  for (const [i, job] of jobs.entries()) {
-    if (job.kind !== "video" || !job.auto) continue;
+  for (const [i, each] of jobs.entries()) {
+    const job = autoShot(each);
+    if (!job) continue;
     const lines = linesOf.get(job.rowId) ?? [];
     if (lines.length === 0) {
       if (!warned.has(job.rowId))
@@ -176,4 +197,29 @@ export function linkAutoShots(jobs: Job[], timing: Timing, problems: Problems): 
       auto,
     };
   }
+}
+
+/** `timing: {lead, gap, tail}` in seconds, each optional; the defaults fill what is left out. */
+export function readTiming(value: unknown, fail: (key: string, message: string) => void): Timing {
+  const timing = { ...DEFAULT_TIMING };
+  if (value === undefined || value === null) return timing;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    fail("timing", `expected {lead, gap, tail} in seconds, got ${show(value)}`);
+    return timing;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (k !== "lead" && k !== "gap" && k !== "tail") {
+      fail(
+        `timing.${k}`,
+        `unknown field${didYouMean(k, ["lead", "gap", "tail"]) || " (known: lead, gap, tail)"}`,
+      );
+      continue;
+    }
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > MAX_TIMING_S) {
+      fail(`timing.${k}`, `expected seconds from 0 to ${MAX_TIMING_S}, got ${show(v)}`);
+      continue;
+    }
+    timing[k] = v;
+  }
+  return timing;
 }
