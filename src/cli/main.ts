@@ -35,6 +35,7 @@ import { tasks } from "./commands/tasks/command.js";
 import { voices } from "./commands/voices/command.js";
 import type { ConnectExtras } from "./config.js";
 import { type Classified, classify, ExitError } from "./errors.js";
+import { ExitCode } from "./exit-code.js";
 import {
   createCliLogger,
   defaultLogLevel,
@@ -141,7 +142,7 @@ function shutdownSignal(
       releaseHeldLocksSync();
       process.stderr.write(`clapper: second ${name}, exiting now\n`);
       onForce(name);
-      process.exit(4);
+      process.exit(ExitCode.Interrupted);
     }
     controller.abort(new Error(`received ${name}`));
   };
@@ -232,7 +233,10 @@ function buildCli(argv: readonly string[], env: NodeJS.ProcessEnv, choose: (c: C
         // A refused value (coerce) arrives with its error; a bug in a builder is not a usage error.
         if (error instanceof ExitError) throw error;
         if (error && !message) throw error;
-        throw new ExitError(2, usageMessage(message ?? error?.message ?? "usage error", argv, ctx.flags));
+        throw new ExitError(
+          ExitCode.Usage,
+          usageMessage(message ?? error?.message ?? "usage error", argv, ctx.flags),
+        );
       })
   );
 }
@@ -505,7 +509,7 @@ class Answers {
       this.rawStdout(
         json({
           error: {
-            code: 4,
+            code: ExitCode.Interrupted,
             message: `second ${name}: exited at once; the state is saved, run again to resume`,
           },
         }),
@@ -529,15 +533,16 @@ class Answers {
       for (const p of o.problems) this.stderr(workflowCommand(p));
     }
     if (this.json) {
-      if (o.printed && this.printedAlready && o.code === 0) return o.code;
+      if (o.printed && this.printedAlready && o.code === ExitCode.Ok) return o.code;
       this.stdout(json(answer(o)));
-      if (o.code !== 0 && o.message) this.stderr(`clapper: ${o.message}`);
+      if (o.code !== ExitCode.Ok && o.message) this.stderr(`clapper: ${o.message}`);
       return o.code;
     }
     if (o.text && o.textTo === "stderr") this.stderr(o.text);
     else if (o.text) this.stdout(o.text);
     for (const note of o.notes ?? []) this.stderr(note);
-    if (o.code !== 0 && o.message && !o.text && !o.notes?.length) this.stderr(`clapper: ${o.message}`);
+    if (o.code !== ExitCode.Ok && o.message && !o.text && !o.notes?.length)
+      this.stderr(`clapper: ${o.message}`);
     return o.code;
   }
 
@@ -569,7 +574,7 @@ class Answers {
 
 /** The one JSON object of an outcome: its data, and with a non-zero code `error` beside it. */
 function answer(o: Outcome): unknown {
-  if (o.code === 0 || o.whole) return o.json ?? {};
+  if (o.code === ExitCode.Ok || o.whole) return o.json ?? {};
   const data =
     o.json === undefined
       ? {}

@@ -33,6 +33,7 @@ import { processAlive } from "../../../sinks/process-alive.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { OutputError, type Sink } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import { locate, neverRun, ownState } from "../run/state.js";
 
 export const RECORD_KEY = "reports/assemble.json";
@@ -120,11 +121,11 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
   };
   const settings: AssembleSettings = manifest.assemble ?? DEFAULT_ASSEMBLE;
   if (!located.loaded.jobs.some((j) => j.kind === "video"))
-    throw new ExitError(2, `${manifest.display} has no shots: there is no episode to assemble`);
+    throw new ExitError(ExitCode.Usage, `${manifest.display} has no shots: there is no episode to assemble`);
   const state0 = await readStates();
   if (neverRun(state0)) {
     throw new ExitError(
-      1,
+      ExitCode.Failed,
       `no run of ${manifest.name} yet: no shot is stored; run clapper run ${manifest.display} first`,
     );
   }
@@ -136,7 +137,7 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
       if (!isS3State(statePath)) locks.push(await acquireLock(`${statePath}.lock`));
     } catch (error) {
       for (const held of locks.reverse()) await held.release();
-      if (error instanceof LockHeldError) throw new ExitError(5, error.message);
+      if (error instanceof LockHeldError) throw new ExitError(ExitCode.Locked, error.message);
       if (isFsError(error)) throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
       throw error;
     }
@@ -160,7 +161,7 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
         ? `clapper run ${manifest.display} --retry-failed makes the failed ones again`
         : `run clapper run ${manifest.display} first`;
       throw new ExitError(
-        1,
+        ExitCode.Failed,
         `cannot assemble ${manifest.name}: ${chosen.refusals.map((r) => r.reason).join("; ")}; ${next} (${n} input${n === 1 ? "" : "s"} missing)`,
         { data: { refused: chosen.refusals } },
       );
@@ -170,7 +171,7 @@ export async function assemble(o: AssembleOptions): Promise<AssembleAnswer> {
     const target = o.output ? resolve(o.cwd, o.output) : runSink.uri(EPISODE_KEY);
     if (o.output && /^s3:\/\//i.test(o.output))
       throw new ExitError(
-        2,
+        ExitCode.Usage,
         "--output: a local file path is expected; an S3 run's episode goes beside its shots",
       );
 
@@ -342,25 +343,27 @@ async function noteInReport(
 function exitOf(error: unknown, signal: AbortSignal | undefined): unknown {
   if (error instanceof ExitError) return error;
   if (error instanceof FfmpegError) {
-    if (error.kind === "missing") return new ExitError(2, error.message);
+    if (error.kind === "missing") return new ExitError(ExitCode.Usage, error.message);
     if (error.kind === "aborted" || signal?.aborted)
       return new ExitError(
-        4,
+        ExitCode.Interrupted,
         "interrupted: the episode was not written (the one before, if any, is untouched); run again",
       );
     const tail = error.tail.slice(-3).join(" | ");
     return new ExitError(
-      1,
+      ExitCode.Failed,
       `${error.message}${tail ? ` (ffmpeg's last lines: ${tail})` : ""}; the episode was not written`,
       {
         data: { ffmpeg_stderr: [...error.tail] },
       },
     );
   }
-  if (signal?.aborted) return new ExitError(4, "interrupted: the episode was not written; run again");
+  if (signal?.aborted)
+    return new ExitError(ExitCode.Interrupted, "interrupted: the episode was not written; run again");
   if (error instanceof AssembleError)
-    return new ExitError(1, `${error.message}; the episode was not written`);
-  if (error instanceof OutputError) return new ExitError(error.unreachable ? 6 : 2, error.message);
+    return new ExitError(ExitCode.Failed, `${error.message}; the episode was not written`);
+  if (error instanceof OutputError)
+    return new ExitError(error.unreachable ? ExitCode.Unreachable : ExitCode.Usage, error.message);
   if (isFsError(error))
     return fsExit(error, { action: "assemble the episode at", path: error.path ?? "its folder" });
   return error;
@@ -383,7 +386,7 @@ async function hashMusic(path: string, signal: AbortSignal | undefined) {
   const { size } = await stat(path);
   if (size > MUSIC_MAX_BYTES)
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `assemble.music: ${path} is ${size} bytes, over the ${MUSIC_MAX_BYTES} bytes a music bed may have`,
     );
   return hashFile(path, signal);
@@ -430,14 +433,14 @@ async function localInputs(
     const h = await hashFile(path, o.signal).catch((error: unknown) => {
       if (isFsError(error))
         throw new ExitError(
-          1,
+          ExitCode.Failed,
           `${stored.job}: its stored output ${stored.uri} cannot be read (${(error as Error).message}); run clapper run again to collect it`,
         );
       throw error;
     });
     if (h.sha256 !== stored.sha256)
       throw new ExitError(
-        1,
+        ExitCode.Failed,
         `${stored.job}: ${stored.uri} is not the file the run stored (its sha256 differs); run clapper run ${o.manifest} again to restore it`,
       );
     return path;
@@ -455,7 +458,7 @@ async function localInputs(
 async function download(stored: Stored, work: string, o: AssembleOptions): Promise<string> {
   if (stored.bytes > INPUT_MAX_BYTES)
     throw new ExitError(
-      1,
+      ExitCode.Failed,
       `${stored.job}: ${stored.uri} is ${stored.bytes} bytes, more than assemble fetches`,
     );
   const { createS3Client, parseS3Uri, S3Sink } = await import("../../../sinks/s3.js");

@@ -18,6 +18,7 @@ import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { traceStart } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
@@ -64,7 +65,7 @@ export function renderOutcome(o: RunOutcome): string {
   if (pages[0]) lines.push(`  report: ${pages[0]} (report.json, report.md and junit.xml beside it)`);
   for (const merged of pages.slice(1)) lines.push(`  merged report: ${merged}`);
   if (!pages[0] && o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
-  if (o.exitCode === 4) lines.push(...interruptLines(r));
+  if (o.exitCode === ExitCode.Interrupted) lines.push(...interruptLines(r));
   return lines.join("\n");
 }
 
@@ -176,7 +177,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     // Checked before anything is connected: without the coordinator, nothing would lock the state.
     if (isS3State(statePath) && !args.coordinator) {
       return {
-        code: 2,
+        code: ExitCode.Usage,
         message: `--state ${statePath}: a state in S3 is locked through the coordinator (a pod has no disk to keep a lock file on): pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
       };
     }
@@ -209,7 +210,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     if (located.manifest.pool && !args.coordinator) {
       await conn.close();
       return {
-        code: 2,
+        code: ExitCode.Usage,
         message: `${args.manifest}: budget.pool "${located.manifest.pool.name}" is shared by every run that names it, through a coordinator: pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
       };
     }
@@ -328,7 +329,7 @@ async function coordinate(
     });
   } catch (error) {
     if (error instanceof CoordinatorUnavailableError) {
-      throw new ExitError(6, `${error.message}; nothing was submitted`);
+      throw new ExitError(ExitCode.Unreachable, `${error.message}; nothing was submitted`);
     }
     throw error;
   }
@@ -432,7 +433,7 @@ async function locateForRun(
 function manifestOutcome(path: string, errors: readonly Problem[], warnings: readonly Problem[]): Outcome {
   const n = errors.length;
   return {
-    code: 2,
+    code: ExitCode.Usage,
     message: `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was submitted`,
     notes: [`${n} error${n === 1 ? "" : "s"}:`, ...formatProblems(errors).map((line) => `  ${line}`)],
     problems: [...errors, ...warnings],
@@ -458,7 +459,13 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
   return {
     code,
     ...(r ? { json: r, whole: true } : outcome.budget ? { json: { budget: outcome.budget } } : {}),
-    ...(text ? { text, textTo: code === 0 || code === 1 ? ("stdout" as const) : ("stderr" as const) } : {}),
+    ...(text
+      ? {
+          text,
+          textTo:
+            code === ExitCode.Ok || code === ExitCode.Failed ? ("stdout" as const) : ("stderr" as const),
+        }
+      : {}),
     ...(notes.length > 0 ? { notes } : {}),
     ...(message ? { message } : {}),
     ...(warnings.length > 0 ? { problems: warnings } : {}),
