@@ -3,8 +3,8 @@
 import { createHash } from "node:crypto";
 import { basename, dirname, extname, resolve } from "node:path";
 import { show } from "../api/common.js";
+import { type AssembleSettings, checkTakes, readAssemble } from "../episode/settings.js";
 import { traceStart } from "../trace.js";
-import { type AssembleSettings, checkTakes, readAssemble } from "./assemble.js";
 import {
   type DefaultsRead,
   type ExpandContext,
@@ -24,7 +24,7 @@ import { displayPath, readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 import { DEFAULT_TIMING, linkAutoShots, type Timing } from "./timing.js";
 
-export type { AssembleSettings, Transition } from "./assemble.js";
+export type { AssembleSettings, Transition } from "../episode/settings.js";
 export type { Job, SkillRef, SpeechJob, VideoJob, VoiceSpec } from "./expand.js";
 export type { MaterialRef } from "./materials.js";
 export { outputKey } from "./outputs.js";

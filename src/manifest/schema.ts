@@ -32,7 +32,7 @@ import {
   MAX_TRANSITION_S,
   MIN_DB,
   TRANSITIONS,
-} from "./assemble.js";
+} from "../episode/settings.js";
 import { ID_PATTERN, MAX_TAKES } from "./expand.js";
 import { LINE_FIELDS, SHOT_FIELDS } from "./fields.js";
 import { MAX_TIMING_S, NAME, NAME_CHARS, POOL_NAME, POOL_PERIODS } from "./index.js";
