@@ -7,7 +7,7 @@ import { inGithubActions, json, type Outcome, workflowCommand } from "./output.j
 import { printedKind } from "./parse.js";
 
 /** Where the answers go: results to stdout, reasons to stderr, each without its trailing newline. */
-export interface AnswerIo {
+interface AnswerIo {
   stdout?: ((text: string) => void) | undefined;
   stderr?: ((text: string) => void) | undefined;
 }

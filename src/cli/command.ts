@@ -37,7 +37,7 @@ export interface Runtime {
 }
 
 /** Adds a command's positionals and flags; every flag through `option` (its variable, its refusals). */
-export type Builder = (y: Argv, option: AddOption) => Argv<object>;
+type Builder = (y: Argv, option: AddOption) => Argv<object>;
 
 /** One command that runs: `clapper plan`, `clapper skills list`. */
 export interface CommandSpec<A> {

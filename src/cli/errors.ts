@@ -7,7 +7,7 @@ import type { ClapperApiError } from "../api/errors.js";
 import type { Problem } from "../manifest/problems.js";
 import { ExitCode } from "./exit-code.js";
 
-export interface ExitDetails {
+interface ExitDetails {
   /** Manifest problems behind the exit (`{file, line, field, message}` each). */
   problems?: readonly Problem[];
   /** Data that belongs in the JSON answer beside `error` (a budget table, a report). */
@@ -139,7 +139,7 @@ export interface Classified {
   stack?: string;
 }
 
-export interface ClassifyContext {
+interface ClassifyContext {
   /** The service address of the command, for "unreachable" messages. */
   baseUrl?: string;
   /** Where bugs are reported. */

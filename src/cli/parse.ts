@@ -53,7 +53,7 @@ const GLOBAL_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
   ],
 ];
 
-export interface Chosen {
+interface Chosen {
   command: string;
   args: ParsedArgs;
   work: (rt: Runtime) => Promise<Outcome>;

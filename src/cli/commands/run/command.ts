@@ -212,7 +212,7 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
 ];
 
 /** `run --help`'s groups of flags: every flag of the command in one of them. */
-export const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
+const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
   ["What to run:", ["only", "retry-failed", "fresh", "repair-state"]],
   ["Where results and state go:", ["output", "state", "staging", "s3-endpoint", "s3-path-style"]],
   ["Spending and stopping:", ["max-points", "max-attempts", "max-failures", "deadline"]],

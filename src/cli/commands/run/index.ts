@@ -13,7 +13,7 @@ import { countsText, plural, type Report, type ReportJob } from "../../../pipeli
 import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
-import { runLedgerKey } from "../../../pipeline/types.js";
+import { type RunOptions, runLedgerKey } from "../../../pipeline/types.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { traceStart } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
@@ -226,45 +226,20 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
       gate.share(coordinated.sharing);
     }
     try {
-      const outcome = await run({
-        manifest: args.manifest,
-        cwd,
-        located,
-        clients: conn,
-        breakLock: args["break-lock"],
-        ...(args["max-result-mb"] !== undefined
-          ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
-          : {}),
-        gate,
-        statePath,
-        logger,
-        signal: o.signal,
-        env: o.env,
-        maxAttempts: args["max-attempts"],
-        retryFailed: args["retry-failed"],
-        fresh: args.fresh,
-        ...(args["repair-state"] ? { repairState: true } : {}),
-        track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
-        ...(args.output ? { output: args.output } : {}),
-        ...(args.staging ? { staging: args.staging } : {}),
-        ...(args["callback-url"]
-          ? {
-              callback: callbackOptions(
-                args["callback-url"],
-                args["callback-listen"],
-                args["allow-private-urls"],
-              ),
-            }
-          : {}),
-        s3: s3Settings(args),
-        ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
-        ...(args.only ? { only: onlyIds(args.only) } : {}),
-        ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
-        ...(args.deadline ? { deadline: args.deadline } : {}),
-        ...(display ? { onProgress: (p: Progress) => display.update(p) } : {}),
-        ...(coordinated ? { seams: coordinated.seams, lost: coordinated.lost } : {}),
-        ...(lease ? { lease } : {}),
-      });
+      const outcome = await run(
+        runOptions(args, {
+          cwd,
+          located,
+          conn,
+          gate,
+          logger,
+          signal: o.signal,
+          env: o.env,
+          display,
+          coordinated,
+          lease,
+        }),
+      );
       display?.done();
       if (shard && coordinated && outcome.finishedCampaign !== undefined) {
         await mergeWhenLast(outcome, { args, cwd, env: o.env, shard, located, coordinated, logger });
@@ -280,6 +255,64 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     display?.done();
     await gate.stop();
   }
+}
+
+/** The run's options: its flags, and what the command opened for it. */
+function runOptions(
+  args: RunArgs,
+  opened: {
+    cwd: string;
+    located: LocatedRun;
+    conn: RunOptions["clients"];
+    gate: ServiceGate;
+    logger: Logger;
+    signal: AbortSignal;
+    env: NodeJS.ProcessEnv;
+    display: ProgressDisplay | undefined;
+    coordinated: Coordinated | undefined;
+    lease: { leaseMs: number; heartbeatMs: number } | undefined;
+  },
+): RunOptions {
+  const { cwd, located, conn: clients, gate, logger, signal, env, display, coordinated, lease } = opened;
+  return {
+    manifest: args.manifest,
+    cwd,
+    located,
+    clients,
+    breakLock: args["break-lock"],
+    ...(args["max-result-mb"] !== undefined
+      ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
+      : {}),
+    gate,
+    statePath: located.statePath,
+    logger,
+    signal,
+    env,
+    maxAttempts: args["max-attempts"],
+    retryFailed: args["retry-failed"],
+    fresh: args.fresh,
+    ...(args["repair-state"] ? { repairState: true } : {}),
+    track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
+    ...(args.output ? { output: args.output } : {}),
+    ...(args.staging ? { staging: args.staging } : {}),
+    ...(args["callback-url"]
+      ? {
+          callback: callbackOptions(
+            args["callback-url"],
+            args["callback-listen"],
+            args["allow-private-urls"],
+          ),
+        }
+      : {}),
+    s3: s3Settings(args),
+    ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
+    ...(args.only ? { only: onlyIds(args.only) } : {}),
+    ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
+    ...(args.deadline ? { deadline: args.deadline } : {}),
+    ...(display ? { onProgress: (p: Progress) => display.update(p) } : {}),
+    ...(coordinated ? { seams: coordinated.seams, lost: coordinated.lost } : {}),
+    ...(lease ? { lease } : {}),
+  };
 }
 
 /**
