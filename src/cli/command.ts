@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import type { Argv } from "yargs";
 import type { Connection, ConnectionArgs, connect } from "./config.js";
+import { ExitCode } from "./exit-code.js";
 import type { LogFormat, LogLevel } from "./logger.js";
 import type { AddOption } from "./options.js";
 import type { Outcome } from "./output.js";
@@ -36,7 +37,7 @@ export interface Runtime {
 }
 
 /** Adds a command's positionals and flags; every flag through `option` (its variable, its refusals). */
-export type Builder = (y: Argv, option: AddOption) => Argv<object>;
+type Builder = (y: Argv, option: AddOption) => Argv<object>;
 
 /** One command that runs: `clapper plan`, `clapper skills list`. */
 export interface CommandSpec<A> {
@@ -107,7 +108,7 @@ export async function withServices<T>(
 ): Promise<Outcome> {
   return withConnection(rt, args, async (conn) => {
     const data = await work(conn);
-    return { code: 0, json: data, text: render(data), ...warningNotes(warningsOf(data)) };
+    return { code: ExitCode.Ok, json: data, text: render(data), ...warningNotes(warningsOf(data)) };
   });
 }
 
@@ -132,7 +133,7 @@ export async function withList<T>(
   return withConnection(rt, args, async (conn) => {
     const { items, warnings } = await work(conn);
     return {
-      code: 0,
+      code: ExitCode.Ok,
       json: { [key]: items, ...(warnings.length > 0 ? { warnings } : {}) },
       text: render(items),
       ...warningNotes(warnings),

@@ -15,6 +15,7 @@ import { accountId } from "../engine/rates.js";
 import { FILE_LIMITS, FileError, readRegularFile } from "../manifest/files.js";
 import type { Sandbox } from "../sandbox/index.js";
 import { ExitError, fsExit, tagService } from "./errors.js";
+import { ExitCode } from "./exit-code.js";
 
 export interface ConnectionArgs {
   sandbox?: boolean;
@@ -47,12 +48,12 @@ export async function readApiKeyFile(path: string): Promise<{ key: string; warni
     const reason = error instanceof FileError ? error.message : "cannot be read";
     const missing = error instanceof FileError && error.problem === "missing";
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `cannot read --api-key-file: ${reason}${missing ? " (the path is not shown: it may be a key pasted by mistake)" : ""}`,
     );
   }
   const key = read.data.toString("utf8").trim();
-  if (key === "") throw new ExitError(2, "--api-key-file: the file is empty");
+  if (key === "") throw new ExitError(ExitCode.Usage, "--api-key-file: the file is empty");
   // Permission bits mean little on Windows, where every file reports 0o666.
   const shared = process.platform !== "win32" && (read.mode & 0o077) !== 0;
   if (!shared) return { key };
@@ -72,7 +73,7 @@ export function retryPoliciesFromEnv(env: NodeJS.ProcessEnv): HttpClientOptions[
   if (text === undefined || text === "") return undefined;
   if (!/^\d+$/.test(text)) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `CLAPPER_RETRY_BASE_MS must be a whole number of milliseconds, got ${JSON.stringify(text)}`,
     );
   }
@@ -104,7 +105,7 @@ export async function connect(
 ): Promise<Connection> {
   if (args.timeout !== undefined && !(Number.isFinite(args.timeout) && args.timeout > 0)) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `--timeout: expected a number of seconds > 0, got ${JSON.stringify(String(args.timeout))}`,
     );
   }
@@ -155,7 +156,7 @@ async function connectSandbox(extras: ConnectExtras, common: CommonOptions): Pro
     // A state file that cannot be read (not JSON, a folder, no permission) is the user's to fix.
     if (stateFile) {
       throw new ExitError(
-        2,
+        ExitCode.Usage,
         `the sandbox state ${stateFile} cannot be used: ${(error as Error).message}; pass another --sandbox-state FILE or remove it`,
       );
     }
@@ -185,7 +186,7 @@ async function connectService(
   const baseUrl = args["base-url"] ?? env.CLAPPER_BASE_URL;
   if (!baseUrl) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       "no service address: set CLAPPER_BASE_URL (or pass --base-url URL, or use --sandbox)",
     );
   }
@@ -194,10 +195,13 @@ async function connectService(
   try {
     parsed = new URL(baseUrl);
   } catch {
-    throw new ExitError(2, `${source} is not an absolute URL: ${JSON.stringify(baseUrl)}`);
+    throw new ExitError(ExitCode.Usage, `${source} is not an absolute URL: ${JSON.stringify(baseUrl)}`);
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    throw new ExitError(2, `${source} must be an http or https URL, got ${JSON.stringify(parsed.protocol)}`);
+    throw new ExitError(
+      ExitCode.Usage,
+      `${source} must be an http or https URL, got ${JSON.stringify(parsed.protocol)}`,
+    );
   }
   let apiKey = env.CLAPPER_API_KEY?.trim();
   if (args["api-key-file"]) {
@@ -206,15 +210,21 @@ async function connectService(
     apiKey = read.key;
   }
   if (!apiKey) {
-    throw new ExitError(2, "no API key: set CLAPPER_API_KEY or pass --api-key-file FILE (or use --sandbox)");
+    throw new ExitError(
+      ExitCode.Usage,
+      "no API key: set CLAPPER_API_KEY or pass --api-key-file FILE (or use --sandbox)",
+    );
   }
   if (!apiKey.startsWith("sk-ml-")) {
-    throw new ExitError(2, "the API key does not look like a model API key (expected the prefix sk-ml-)");
+    throw new ExitError(
+      ExitCode.Usage,
+      "the API key does not look like a model API key (expected the prefix sk-ml-)",
+    );
   }
   // Checked here, not left to the HTTP client, whose refusal of the header would be far less clear.
   if (/[\s\p{Cc}]/u.test(apiKey)) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       "the API key contains whitespace or control characters (is the key file more than one line?)",
     );
   }

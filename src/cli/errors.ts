@@ -5,8 +5,9 @@
 // talk to a service.
 import type { ClapperApiError } from "../api/errors.js";
 import type { Problem } from "../manifest/problems.js";
+import { ExitCode } from "./exit-code.js";
 
-export interface ExitDetails {
+interface ExitDetails {
   /** Manifest problems behind the exit (`{file, line, field, message}` each). */
   problems?: readonly Problem[];
   /** Data that belongs in the JSON answer beside `error` (a budget table, a report). */
@@ -88,7 +89,7 @@ export function fsExit(
 ): ExitError {
   const hint = o.hint ?? defaultHint((error as NodeJS.ErrnoException)?.code);
   return new ExitError(
-    o.code ?? 2,
+    o.code ?? ExitCode.Usage,
     `cannot ${o.action} ${o.path}: ${fsReason(error)}${hint ? `; ${hint}` : ""}`,
   );
 }
@@ -138,7 +139,7 @@ export interface Classified {
   stack?: string;
 }
 
-export interface ClassifyContext {
+interface ClassifyContext {
   /** The service address of the command, for "unreachable" messages. */
   baseUrl?: string;
   /** Where bugs are reported. */
@@ -156,20 +157,26 @@ export function classify(error: unknown, ctx: ClassifyContext): Classified {
     };
   }
   if (isA(error, "AbortedError")) {
-    return { code: 4, message: `interrupted: ${(error as Error).message}; nothing more was done` };
+    return {
+      code: ExitCode.Interrupted,
+      message: `interrupted: ${(error as Error).message}; nothing more was done`,
+    };
   }
   if (isA(error, "ClapperApiError")) return classifyApi(error as ClapperApiError, ctx);
-  if (isA(error, "ResultUrlError")) return { code: 1, message: (error as Error).message };
+  if (isA(error, "ResultUrlError")) return { code: ExitCode.Failed, message: (error as Error).message };
   if (isFsError(error)) {
     const e = error as NodeJS.ErrnoException;
     const action = SYSCALL_ACTIONS[e.syscall ?? ""] ?? e.syscall ?? "use";
     const where = e.path ? ` ${e.path}` : "";
     const hint = defaultHint(e.code);
-    return { code: 2, message: `cannot ${action}${where}: ${fsReason(e)}${hint ? `; ${hint}` : ""}` };
+    return {
+      code: ExitCode.Usage,
+      message: `cannot ${action}${where}: ${fsReason(e)}${hint ? `; ${hint}` : ""}`,
+    };
   }
   const e = error instanceof Error ? error : new Error(String(error));
   return {
-    code: 70,
+    code: ExitCode.Internal,
     message: `internal error (a bug in clapper): ${e.message || e.name}; please report it at ${ctx.bugs} with the command and this message (--log-level debug shows the stack)`,
     ...(e.stack ? { stack: e.stack } : {}),
   };
@@ -180,7 +187,7 @@ function classifyApi(error: ClapperApiError, ctx: ClassifyContext): Classified {
   const who = `the ${service ? `${service} ` : ""}service${ctx.baseUrl ? ` at ${ctx.baseUrl}` : ""}`;
   if (isA(error, "AuthenticationError")) {
     return {
-      code: 2,
+      code: ExitCode.Usage,
       message: `${error.message}: check the key (CLAPPER_API_KEY or --api-key-file) and the address (${ctx.baseUrl ?? "CLAPPER_BASE_URL"})`,
     };
   }
@@ -188,25 +195,25 @@ function classifyApi(error: ClapperApiError, ctx: ClassifyContext): Classified {
     const cause = (error.cause as NodeJS.ErrnoException | undefined)?.code;
     const why = isA(error, "TimeoutError") ? "did not answer in time" : "is unreachable";
     return {
-      code: 6,
+      code: ExitCode.Unreachable,
       message: `${who} ${why}${cause ? ` (${cause})` : ""}: ${error.message}; check the address and the network, then run again`,
     };
   }
   if (isA(error, "RateLimitError")) {
     return {
-      code: 6,
+      code: ExitCode.Unreachable,
       message: `${who} refuses service (rate limited, HTTP 429) after every retry: ${error.message}; run again later`,
     };
   }
   if (isA(error, "BusyError")) {
     return {
-      code: 6,
+      code: ExitCode.Unreachable,
       message: `${who} is busy and refused service after every retry: ${error.message}; run again later`,
     };
   }
   if (isA(error, "ServiceError") && error.status !== undefined && error.status >= 500) {
     return {
-      code: 6,
+      code: ExitCode.Unreachable,
       message: `${who} refuses service (HTTP ${error.status}) after every retry: ${error.message}; run again later`,
     };
   }
@@ -214,13 +221,13 @@ function classifyApi(error: ClapperApiError, ctx: ClassifyContext): Classified {
   // fault, not the command's; nothing the user changes cures it, a later answer may.
   if (isA(error, "ServiceError")) {
     return {
-      code: 6,
+      code: ExitCode.Unreachable,
       message: `${who} gave an answer its specification does not allow: ${error.message}; run again once it answers as documented`,
     };
   }
-  if (isA(error, "InsufficientPointsError")) return { code: 3, message: error.message };
+  if (isA(error, "InsufficientPointsError")) return { code: ExitCode.Budget, message: error.message };
   // A reference audio file the service would refuse: the user's file, checked before any upload.
-  if (isA(error, "ReferenceAudioError")) return { code: 2, message: error.message };
+  if (isA(error, "ReferenceAudioError")) return { code: ExitCode.Usage, message: error.message };
   // The service answered and said no (400, 404, 409, a business error): the command did not happen.
-  return { code: 1, message: error.message };
+  return { code: ExitCode.Failed, message: error.message };
 }

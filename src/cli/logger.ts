@@ -95,7 +95,7 @@ export function createLogger(
   );
 }
 
-export interface CliLoggerOptions {
+interface CliLoggerOptions {
   level: LogLevel;
   format: LogFormat;
   /** Colours in pretty lines (a terminal). */

@@ -40,7 +40,7 @@ export function envName(flag: string): string {
 }
 
 /** Whether the command line sets the flag itself (`--x`, `--x=v`, `--no-x`). */
-export function onCommandLine(argv: readonly string[], flag: string): boolean {
+function onCommandLine(argv: readonly string[], flag: string): boolean {
   const end = argv.indexOf("--");
   const args = end >= 0 ? argv.slice(0, end) : argv;
   return args.some((a) => a === `--${flag}` || a.startsWith(`--${flag}=`) || a === `--no-${flag}`);

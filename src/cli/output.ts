@@ -1,8 +1,8 @@
 // Results go to stdout: aligned tables for people, JSON for scripts (`--json`).
 
-export type Cell = string | number | boolean | undefined | null;
+type Cell = string | number | boolean | undefined | null;
 
-export interface Column<T> {
+interface Column<T> {
   header: string;
   value: (row: T) => Cell;
   align?: "left" | "right";
@@ -52,7 +52,7 @@ export function escapeProperty(text: string): string {
   return escapeData(text).replace(/:/g, "%3A").replace(/,/g, "%2C");
 }
 
-export interface Annotated {
+interface Annotated {
   severity: "error" | "warning";
   file: string;
   line: number;

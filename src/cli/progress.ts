@@ -123,7 +123,7 @@ export function formatDuration(seconds: number): string {
     : `${Math.floor(m / 60)}h${String(m % 60).padStart(2, "0")}m`;
 }
 
-export interface LineOptions {
+interface LineOptions {
   /** Terminal width: the line is cut to one less (the last column would wrap on some terminals). */
   columns?: number;
   /** Separator and ellipsis in Unicode (default) or plain ASCII. */
@@ -269,7 +269,7 @@ export function supportsUnicode(
   return true;
 }
 
-export interface DisplayOptions {
+interface DisplayOptions {
   /** The clock (epoch ms); tests pass their own. */
   now?: () => number;
   /** The environment read for TERM, the locale and COLUMNS (default: process.env). */

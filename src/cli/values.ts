@@ -14,7 +14,7 @@ export class ValueError extends ExitError {
 const NUMBER = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i;
 
 /** `"abc"`: what was got, quoted (long text cut). */
-export function got(raw: unknown): string {
+function got(raw: unknown): string {
   const text = typeof raw === "string" ? raw : String(raw);
   return JSON.stringify(text.length > 60 ? `${text.slice(0, 59)}…` : text);
 }

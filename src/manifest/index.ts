@@ -1,7 +1,8 @@
 // Loading a manifest: read (with positions), check the manifest-level fields, expand every row into
 // jobs. All problems of all stages come back together; nothing here talks to the services.
+
+import { type AssembleSettings, checkTakes } from "../episode/settings.js";
 import { traceStart } from "../trace.js";
-import { type AssembleSettings, checkTakes } from "./assemble.js";
 import type { BudgetPool } from "./budget.js";
 import { expandRows } from "./expand-rows.js";
 import type { Job, SkillRef } from "./job.js";
@@ -11,7 +12,7 @@ import { readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 import { linkAutoShots, type Timing } from "./timing.js";
 
-export type { AssembleSettings } from "./assemble.js";
+export type { AssembleSettings } from "../episode/settings.js";
 export type { BudgetPool } from "./budget.js";
 export type { Job, SpeechJob, VideoJob } from "./job.js";
 export type { MaterialRef } from "./materials.js";

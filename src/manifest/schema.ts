@@ -32,7 +32,7 @@ import {
   MAX_TRANSITION_S,
   MIN_DB,
   TRANSITIONS,
-} from "./assemble.js";
+} from "../episode/settings.js";
 import { POOL_NAME, POOL_PERIODS } from "./budget.js";
 import { ID_PATTERN } from "./expand.js";
 import { MAX_TAKES } from "./expand-shot.js";

@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import { basename, extname, resolve } from "node:path";
 import { show } from "../api/common.js";
-import { type AssembleSettings, readAssemble } from "./assemble.js";
+import { type AssembleSettings, readAssemble } from "../episode/settings.js";
 import { type BudgetPool, readBudget } from "./budget.js";
 import { FILE_LIMITS, FileError, readRegularFile } from "./files.js";
 import type { SkillRef } from "./job.js";

@@ -12,6 +12,7 @@ import {
 } from "../../pipeline/shard.js";
 import { checkStateFlag } from "../../pipeline/state-location.js";
 import { ExitError } from "../errors.js";
+import { ExitCode } from "../exit-code.js";
 import type { AddOption } from "../options.js";
 import { ValueError } from "../values.js";
 
@@ -119,7 +120,7 @@ export function chosenShard(
   try {
     return resolveShard({ shard: args.shard, shards: args.shards, env, indexOptional });
   } catch (error) {
-    if (error instanceof ShardError) throw new ExitError(2, error.message);
+    if (error instanceof ShardError) throw new ExitError(ExitCode.Usage, error.message);
     throw error;
   }
 }

@@ -2,6 +2,7 @@
 
 import { parseShards } from "../../../pipeline/shard.js";
 import { defineCommand } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 import { manifestArg, refusing, s3Flags, s3Options, stateFlag } from "../flags.js";
 
 interface AssembleArgs {
@@ -56,6 +57,6 @@ export const assemble = defineCommand<AssembleArgs>({
       signal: rt.signal,
       logger: rt.logger(),
     });
-    return { code: 0, json: answer, text: renderAssemble(answer) };
+    return { code: ExitCode.Ok, json: answer, text: renderAssemble(answer) };
   },
 });

@@ -2,6 +2,7 @@
 import type { CoordinatorUrl } from "../../../coord/url.js";
 import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import { coordinatorFlag } from "../flags.js";
 
 export const budget = defineCommand<{ coordinator?: CoordinatorUrl | undefined }>({
@@ -12,7 +13,7 @@ export const budget = defineCommand<{ coordinator?: CoordinatorUrl | undefined }
     const coordinator = args.coordinator;
     if (!coordinator) {
       throw new ExitError(
-        2,
+        ExitCode.Usage,
         "budget: shared budgets live on a coordinator: pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL)",
       );
     }
@@ -20,7 +21,7 @@ export const budget = defineCommand<{ coordinator?: CoordinatorUrl | undefined }
     const conn = await rt.services(args);
     try {
       const data = await m.budgets({ url: coordinator, account: conn.account, signal: rt.signal });
-      return { code: 0, json: data, text: m.renderBudgets(data) };
+      return { code: ExitCode.Ok, json: data, text: m.renderBudgets(data) };
     } finally {
       await conn.close();
     }

@@ -3,6 +3,7 @@
 import { type BudgetView, CoordinatorUnavailableError, connectCoordinator } from "../../../coord/index.js";
 import type { CoordinatorUrl } from "../../../coord/url.js";
 import { ExitError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import { table } from "../../output.js";
 
 export interface BudgetOptions {
@@ -22,7 +23,8 @@ export async function budgets({ url, account, signal }: BudgetOptions): Promise<
   try {
     coordinator = await connectCoordinator(url.url, { account, ...(signal ? { signal } : {}) });
   } catch (error) {
-    if (error instanceof CoordinatorUnavailableError) throw new ExitError(6, error.message);
+    if (error instanceof CoordinatorUnavailableError)
+      throw new ExitError(ExitCode.Unreachable, error.message);
     throw error;
   }
   try {

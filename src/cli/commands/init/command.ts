@@ -1,5 +1,6 @@
 // `clapper init [DIR]`: its flags and handler.
 import { defineCommand } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 
 interface InitArgs {
   dir: string;
@@ -25,6 +26,6 @@ export const init = defineCommand<InitArgs>({
   async handler(args) {
     const { init, renderInit } = await import("./index.js");
     const answer = await init({ dir: args.dir, cwd: process.cwd(), force: args.force });
-    return { code: 0, json: { files: answer.files, next: answer.next }, text: renderInit(answer) };
+    return { code: ExitCode.Ok, json: { files: answer.files, next: answer.next }, text: renderInit(answer) };
   },
 });

@@ -8,6 +8,7 @@ import { basename, join, relative, resolve } from "node:path";
 import { nameProblem } from "../../../manifest/index.js";
 import { manifestSchemaText } from "../../../manifest/schema.js";
 import { ExitError, fsReason } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 
 export const MANIFEST_FILE = "storyboard.yaml";
 export const SCHEMA_FILE = "manifest.schema.json";
@@ -116,7 +117,7 @@ async function exists(path: string): Promise<boolean> {
     return true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
-    throw new ExitError(2, `${path}: ${fsReason(error)}`);
+    throw new ExitError(ExitCode.Usage, `${path}: ${fsReason(error)}`);
   }
 }
 
@@ -125,7 +126,7 @@ async function readIfThere(path: string): Promise<string | undefined> {
     return await readFile(path, "utf8");
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new ExitError(2, `${path}: ${fsReason(error)}`);
+    throw new ExitError(ExitCode.Usage, `${path}: ${fsReason(error)}`);
   }
 }
 
@@ -153,10 +154,13 @@ function withIgnores(current: string | undefined): string | undefined {
 async function checkFolder(dir: string, shown: (p: string) => string, force: boolean, schema: string) {
   const stat = await lstat(dir).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return undefined;
-    throw new ExitError(2, `${shown(dir)}: ${fsReason(error)}`);
+    throw new ExitError(ExitCode.Usage, `${shown(dir)}: ${fsReason(error)}`);
   });
   if (stat && !stat.isDirectory()) {
-    throw new ExitError(2, `${shown(dir)} is not a folder: name a folder for the project (clapper init DIR)`);
+    throw new ExitError(
+      ExitCode.Usage,
+      `${shown(dir)} is not a folder: name a folder for the project (clapper init DIR)`,
+    );
   }
   if (force) return;
   const manifest = join(dir, MANIFEST_FILE);
@@ -168,7 +172,7 @@ async function checkFolder(dir: string, shown: (p: string) => string, force: boo
   if (kept.length === 0) return;
   const target = shown(dir) === "." ? "" : ` ${shellWord(shown(dir))}`;
   throw new ExitError(
-    2,
+    ExitCode.Usage,
     `${kept.join(" and ")} already exist${kept.length === 1 ? "s" : ""}: init never overwrites ${kept.length === 1 ? "it" : "them"} and wrote nothing. Run \`clapper init${target} --force\` to replace ${kept.length === 1 ? "it" : "them"} with the starter's, or \`clapper init NEW_FOLDER\` for a new project.`,
   );
 }
@@ -206,7 +210,7 @@ export async function init(o: InitOptions): Promise<InitAnswer> {
     }
   } catch (error) {
     if (error instanceof ExitError) throw error;
-    throw new ExitError(2, `cannot write the project in ${shown(dir)}: ${fsReason(error)}`);
+    throw new ExitError(ExitCode.Usage, `cannot write the project in ${shown(dir)}: ${fsReason(error)}`);
   }
   return { dir: shown(dir), name, files, next: nextSteps(shown(join(dir, MANIFEST_FILE)), shown(dir), name) };
 }

@@ -1,5 +1,6 @@
 // `clapper report MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 import { chosenShard, outputFlag, type StateArgs, s3Options, stateArgs } from "../flags.js";
 
 interface ReportArgs extends StateArgs {
@@ -33,7 +34,7 @@ export const report = defineCommand<ReportArgs>({
       const total = args.shards ?? args.shard?.total ?? chosenShard(args, rt.env, true)?.total;
       const { report, uris, missing } = await mergeReport({ ...common, total, signal: rt.signal });
       return {
-        code: 0,
+        code: ExitCode.Ok,
         json: report,
         text: uris.join("\n"),
         ...(missing.length > 0
@@ -46,6 +47,6 @@ export const report = defineCommand<ReportArgs>({
       state: args.state,
       shard: chosenShard(args, rt.env),
     });
-    return { code: 0, json: report, text: uris.join("\n") };
+    return { code: ExitCode.Ok, json: report, text: uris.join("\n") };
   },
 });

@@ -8,6 +8,7 @@ import { reportsFolder, writeReports } from "../../../report/writing.js";
 import { type S3ClientOptions, S3StoreError } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import { locate, neverRun, ownState, readState, reportFromState } from "../run/state.js";
 
 export async function rewriteReport(o: {
@@ -24,7 +25,7 @@ export async function rewriteReport(o: {
   // Before any lock: a run never made has no folder to lock in, and nothing to report.
   if (neverRun(await readState(statePath, o.s3))) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `no run of ${manifest.name} yet: nothing to report; run clapper run ${manifest.display} first`,
     );
   }
@@ -35,7 +36,7 @@ export async function rewriteReport(o: {
   try {
     if (!isS3State(statePath)) lock = await acquireLock(`${statePath}.lock`);
   } catch (error) {
-    if (error instanceof LockHeldError) throw new ExitError(5, error.message);
+    if (error instanceof LockHeldError) throw new ExitError(ExitCode.Locked, error.message);
     if (isFsError(error)) {
       throw fsExit(error, { action: "take the run's lock", path: `${statePath}.lock` });
     }
@@ -67,7 +68,8 @@ export async function rewriteReport(o: {
           hint: "give this user write access there, or pass --output DIR to write them elsewhere",
         });
       }
-      if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
+      if (error instanceof OutputError)
+        throw new ExitError(error.unreachable ? ExitCode.Unreachable : ExitCode.Usage, error.message);
       throw error;
     }
     return { report, uris };
@@ -110,10 +112,11 @@ export async function mergeReport(o: {
     const uris = await writeReports(sink, merged.report, o.env, { jobs: located.loaded.jobs });
     return { ...merged, uris };
   } catch (error) {
-    if (error instanceof MergeError) throw new ExitError(2, error.message);
+    if (error instanceof MergeError) throw new ExitError(ExitCode.Usage, error.message);
     if (isFsError(error)) throw fsExit(error, { action: "merge the reports in", path: sink.uri("reports") });
-    if (error instanceof OutputError) throw new ExitError(error.unreachable ? 6 : 2, error.message);
-    if (error instanceof S3StoreError) throw new ExitError(6, error.message);
+    if (error instanceof OutputError)
+      throw new ExitError(error.unreachable ? ExitCode.Unreachable : ExitCode.Usage, error.message);
+    if (error instanceof S3StoreError) throw new ExitError(ExitCode.Unreachable, error.message);
     throw error;
   }
 }

@@ -5,6 +5,7 @@ import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
 import { checkPublicUrl, classifyHostLiteral } from "../../../api/urls.js";
 import { ExitError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 
 /**
  * Where the callback listener binds when not told: the URL's own address when it is one of this
@@ -36,21 +37,27 @@ export function callbackOptions(
     parsed = new URL(url);
   } catch {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `--callback-url must be an absolute http or https URL, got ${JSON.stringify(url)}`,
     );
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    throw new ExitError(2, `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`);
+    throw new ExitError(
+      ExitCode.Usage,
+      `--callback-url must be an http or https URL, got ${JSON.stringify(url)}`,
+    );
   }
   const refused = checkPublicUrl(url, { allowPrivate });
-  if (refused) throw new ExitError(2, `--callback-url ${refusal(refused)}`);
+  if (refused) throw new ExitError(ExitCode.Usage, `--callback-url ${refusal(refused)}`);
   const m = (listen ?? "").match(/^(?:(.+):)?(\d+)$/);
   if (listen !== undefined && !m)
-    throw new ExitError(2, `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`);
+    throw new ExitError(
+      ExitCode.Usage,
+      `--callback-listen must be [HOST:]PORT, got ${JSON.stringify(listen)}`,
+    );
   const port = m ? Number(m[2]) : Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80));
   if (!(port >= 0 && port <= 65535))
-    throw new ExitError(2, `--callback-listen port must be 0-65535, got ${port}`);
+    throw new ExitError(ExitCode.Usage, `--callback-listen port must be 0-65535, got ${port}`);
   return { url, listen: { host: m?.[1] ?? defaultListenHost(parsed.hostname), port } };
 }
 
@@ -91,6 +98,9 @@ export async function checkCallbackHost(
   const kinds = addresses.map((a) => classifyHostLiteral(a.address));
   if (addresses.length > 0 && kinds.every((k) => k !== "public")) {
     const listed = addresses.map((a) => a.address).join(", ");
-    throw new ExitError(2, `--callback-url ${refusal(`${host} resolves to ${listed}, no public address`)}`);
+    throw new ExitError(
+      ExitCode.Usage,
+      `--callback-url ${refusal(`${host} resolves to ${listed}, no public address`)}`,
+    );
   }
 }

@@ -5,6 +5,7 @@ import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
 import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../pipeline/types.js";
 import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import type { OptionSpec } from "../../options.js";
 import { parseDeadline, parseMaxFailures, parseRps, type RpsValue } from "../../values.js";
 import { coordinatorFlag, manifestArg, outputFlag, type ShardArgs, shardFlags, stateFlag } from "../flags.js";
@@ -211,7 +212,7 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
 ];
 
 /** `run --help`'s groups of flags: every flag of the command in one of them. */
-export const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
+const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
   ["What to run:", ["only", "retry-failed", "fresh", "repair-state"]],
   ["Where results and state go:", ["output", "state", "staging", "s3-endpoint", "s3-path-style"]],
   ["Spending and stopping:", ["max-points", "max-attempts", "max-failures", "deadline"]],
@@ -286,7 +287,7 @@ function checkRunFlags(args: {
 }): void {
   if (args["callback-listen"] !== undefined && !args["callback-url"]) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       "--callback-listen: only with --callback-url (the public URL the service posts to)",
     );
   }
@@ -295,7 +296,7 @@ function checkRunFlags(args: {
     callbackOptions(args["callback-url"], args["callback-listen"], args["allow-private-urls"] === true);
   if (args.only?.split(",").every((s) => s.trim() === "")) {
     throw new ExitError(
-      2,
+      ExitCode.Usage,
       `--only: expected comma-separated job or row ids (shot/s01,line/n02,s03), got ${JSON.stringify(args.only)}`,
     );
   }

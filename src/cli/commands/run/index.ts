@@ -12,13 +12,14 @@ import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
 import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
 import { inShard, type Shard } from "../../../pipeline/shard.js";
 import { isS3State } from "../../../pipeline/state-location.js";
-import { runLedgerKey } from "../../../pipeline/types.js";
+import { type RunOptions, runLedgerKey } from "../../../pipeline/types.js";
 import type { Report, ReportJob } from "../../../report/model.js";
 import { countsText, plural } from "../../../report/words.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { traceStart } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
@@ -65,7 +66,7 @@ export function renderOutcome(o: RunOutcome): string {
   if (pages[0]) lines.push(`  report: ${pages[0]} (report.json, report.md and junit.xml beside it)`);
   for (const merged of pages.slice(1)) lines.push(`  merged report: ${merged}`);
   if (!pages[0] && o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
-  if (o.exitCode === 4) lines.push(...interruptLines(r));
+  if (o.exitCode === ExitCode.Interrupted) lines.push(...interruptLines(r));
   return lines.join("\n");
 }
 
@@ -177,7 +178,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     // Checked before anything is connected: without the coordinator, nothing would lock the state.
     if (isS3State(statePath) && !args.coordinator) {
       return {
-        code: 2,
+        code: ExitCode.Usage,
         message: `--state ${statePath}: a state in S3 is locked through the coordinator (a pod has no disk to keep a lock file on): pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
       };
     }
@@ -210,7 +211,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     if (located.manifest.pool && !args.coordinator) {
       await conn.close();
       return {
-        code: 2,
+        code: ExitCode.Usage,
         message: `${args.manifest}: budget.pool "${located.manifest.pool.name}" is shared by every run that names it, through a coordinator: pass --coordinator redis://HOST:PORT (or set CLAPPER_REDIS_URL); nothing was submitted`,
       };
     }
@@ -226,45 +227,20 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
       gate.share(coordinated.sharing);
     }
     try {
-      const outcome = await run({
-        manifest: args.manifest,
-        cwd,
-        located,
-        clients: conn,
-        breakLock: args["break-lock"],
-        ...(args["max-result-mb"] !== undefined
-          ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
-          : {}),
-        gate,
-        statePath,
-        logger,
-        signal: o.signal,
-        env: o.env,
-        maxAttempts: args["max-attempts"],
-        retryFailed: args["retry-failed"],
-        fresh: args.fresh,
-        ...(args["repair-state"] ? { repairState: true } : {}),
-        track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
-        ...(args.output ? { output: args.output } : {}),
-        ...(args.staging ? { staging: args.staging } : {}),
-        ...(args["callback-url"]
-          ? {
-              callback: callbackOptions(
-                args["callback-url"],
-                args["callback-listen"],
-                args["allow-private-urls"],
-              ),
-            }
-          : {}),
-        s3: s3Settings(args),
-        ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
-        ...(args.only ? { only: onlyIds(args.only) } : {}),
-        ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
-        ...(args.deadline ? { deadline: args.deadline } : {}),
-        ...(display ? { onProgress: (p: Progress) => display.update(p) } : {}),
-        ...(coordinated ? { seams: coordinated.seams, lost: coordinated.lost } : {}),
-        ...(lease ? { lease } : {}),
-      });
+      const outcome = await run(
+        runOptions(args, {
+          cwd,
+          located,
+          conn,
+          gate,
+          logger,
+          signal: o.signal,
+          env: o.env,
+          display,
+          coordinated,
+          lease,
+        }),
+      );
       display?.done();
       if (shard && coordinated && outcome.finishedCampaign !== undefined) {
         await mergeWhenLast(outcome, { args, cwd, env: o.env, shard, located, coordinated, logger });
@@ -280,6 +256,64 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     display?.done();
     await gate.stop();
   }
+}
+
+/** The run's options: its flags, and what the command opened for it. */
+function runOptions(
+  args: RunArgs,
+  opened: {
+    cwd: string;
+    located: LocatedRun;
+    conn: RunOptions["clients"];
+    gate: ServiceGate;
+    logger: Logger;
+    signal: AbortSignal;
+    env: NodeJS.ProcessEnv;
+    display: ProgressDisplay | undefined;
+    coordinated: Coordinated | undefined;
+    lease: { leaseMs: number; heartbeatMs: number } | undefined;
+  },
+): RunOptions {
+  const { cwd, located, conn: clients, gate, logger, signal, env, display, coordinated, lease } = opened;
+  return {
+    manifest: args.manifest,
+    cwd,
+    located,
+    clients,
+    breakLock: args["break-lock"],
+    ...(args["max-result-mb"] !== undefined
+      ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
+      : {}),
+    gate,
+    statePath: located.statePath,
+    logger,
+    signal,
+    env,
+    maxAttempts: args["max-attempts"],
+    retryFailed: args["retry-failed"],
+    fresh: args.fresh,
+    ...(args["repair-state"] ? { repairState: true } : {}),
+    track: { minIntervalMs: args["poll-interval"] * 1000, giveUpMs: args["give-up-after"] * 1000 },
+    ...(args.output ? { output: args.output } : {}),
+    ...(args.staging ? { staging: args.staging } : {}),
+    ...(args["callback-url"]
+      ? {
+          callback: callbackOptions(
+            args["callback-url"],
+            args["callback-listen"],
+            args["allow-private-urls"],
+          ),
+        }
+      : {}),
+    s3: s3Settings(args),
+    ...(args["max-points"] !== undefined ? { maxPoints: args["max-points"] } : {}),
+    ...(args.only ? { only: onlyIds(args.only) } : {}),
+    ...(args["max-failures"] ? { maxFailures: args["max-failures"] } : {}),
+    ...(args.deadline ? { deadline: args.deadline } : {}),
+    ...(display ? { onProgress: (p: Progress) => display.update(p) } : {}),
+    ...(coordinated ? { seams: coordinated.seams, lost: coordinated.lost } : {}),
+    ...(lease ? { lease } : {}),
+  };
 }
 
 /**
@@ -329,7 +363,7 @@ async function coordinate(
     });
   } catch (error) {
     if (error instanceof CoordinatorUnavailableError) {
-      throw new ExitError(6, `${error.message}; nothing was submitted`);
+      throw new ExitError(ExitCode.Unreachable, `${error.message}; nothing was submitted`);
     }
     throw error;
   }
@@ -433,7 +467,7 @@ async function locateForRun(
 function manifestOutcome(path: string, errors: readonly Problem[], warnings: readonly Problem[]): Outcome {
   const n = errors.length;
   return {
-    code: 2,
+    code: ExitCode.Usage,
     message: `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was submitted`,
     notes: [`${n} error${n === 1 ? "" : "s"}:`, ...formatProblems(errors).map((line) => `  ${line}`)],
     problems: [...errors, ...warnings],
@@ -459,7 +493,13 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
   return {
     code,
     ...(r ? { json: r, whole: true } : outcome.budget ? { json: { budget: outcome.budget } } : {}),
-    ...(text ? { text, textTo: code === 0 || code === 1 ? ("stdout" as const) : ("stderr" as const) } : {}),
+    ...(text
+      ? {
+          text,
+          textTo:
+            code === ExitCode.Ok || code === ExitCode.Failed ? ("stdout" as const) : ("stderr" as const),
+        }
+      : {}),
     ...(notes.length > 0 ? { notes } : {}),
     ...(message ? { message } : {}),
     ...(warnings.length > 0 ? { problems: warnings } : {}),

@@ -24,6 +24,7 @@ import type { Report } from "../../../report/model.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import type { Sink } from "../../../sinks/sink.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 
 /**
  * The run's manifest and state, found as `run` finds them: a manifest with errors has no state
@@ -57,7 +58,7 @@ export function manifestExit(
   warnings: readonly Problem[],
 ): ExitError {
   const n = errors.length;
-  return new ExitError(2, `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was done`, {
+  return new ExitError(ExitCode.Usage, `${path}: ${n} error${n === 1 ? "" : "s"}; nothing was done`, {
     problems: [...errors, ...warnings],
   });
 }
@@ -66,7 +67,7 @@ export function manifestExit(
 export async function ownState(located: LocatedRun, s3?: S3ClientOptions): Promise<RunState> {
   const state = await readState(located.statePath, s3, located.manifest.display);
   const owner = checkOwner(state, located);
-  if (owner.refuse) throw new ExitError(2, owner.refuse);
+  if (owner.refuse) throw new ExitError(ExitCode.Usage, owner.refuse);
   return state;
 }
 
@@ -85,7 +86,10 @@ export async function readState(
       return await readS3State(statePath, s3);
     } catch (error) {
       if (!(error instanceof StateStoreError)) throw error;
-      throw new ExitError(error.kind === "unreachable" ? 6 : 2, error.message);
+      throw new ExitError(
+        error.kind === "unreachable" ? ExitCode.Unreachable : ExitCode.Usage,
+        error.message,
+      );
     }
   }
   try {
@@ -95,7 +99,8 @@ export async function readState(
       apply: applyRecord,
     });
   } catch (error) {
-    if (isDamagedState(error)) throw new ExitError(2, damagedMessage(error, manifest ?? "MANIFEST"));
+    if (isDamagedState(error))
+      throw new ExitError(ExitCode.Usage, damagedMessage(error, manifest ?? "MANIFEST"));
     if (isFsError(error)) {
       throw fsExit(error, {
         action: "read the run's state",

@@ -1,6 +1,7 @@
 // `clapper sandbox`: the emulator of both services as a long-running process.
 import { startSandbox } from "../../../sandbox/index.js";
 import { ExitError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import type { Outcome } from "../../output.js";
 import type { SandboxArgs } from "./command.js";
 
@@ -26,7 +27,7 @@ export async function sandboxCommand(
       ...(args["public-url"] ? { publicUrl: args["public-url"] } : {}),
     });
   } catch (error) {
-    throw new ExitError(2, `sandbox: ${(error as Error).message}`);
+    throw new ExitError(ExitCode.Usage, `sandbox: ${(error as Error).message}`);
   }
   ready(sandbox.url);
   await new Promise<void>((resolve) => {
@@ -34,5 +35,5 @@ export async function sandboxCommand(
     signal.addEventListener("abort", () => resolve(), { once: true });
   });
   await sandbox.close();
-  return { code: 0, printed: true };
+  return { code: ExitCode.Ok, printed: true };
 }

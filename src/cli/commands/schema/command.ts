@@ -1,5 +1,6 @@
 // `clapper schema`: no flags of its own.
 import { defineCommand } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 
 export const schema = defineCommand({
   command: "schema",
@@ -8,6 +9,6 @@ export const schema = defineCommand({
     const { schema } = await import("./index.js");
     const answer = await schema();
     // The text without its last newline: one is added as it is printed, so stdout is the file.
-    return { code: 0, json: answer.schema, text: answer.text.replace(/\n$/, "") };
+    return { code: ExitCode.Ok, json: answer.schema, text: answer.text.replace(/\n$/, "") };
   },
 });

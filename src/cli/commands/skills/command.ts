@@ -1,6 +1,7 @@
 // `clapper skills ...`: the subcommands' flags and handlers; the work is in ./index.ts.
 import type { Argv } from "yargs";
 import { type CommandGroup, defineCommand, withConnection, withList, withServices } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 
 const skillArg = (y: Argv) =>
   y.positional("skill", { type: "string", demandOption: true, describe: "id or name" });
@@ -134,9 +135,9 @@ const push = defineCommand<{ dir: string; "dry-run": boolean }>({
         dryRun: args["dry-run"],
       });
       const text = m.renderPush(result);
-      if (refusal === undefined) return { code: 0, json: result, text };
+      if (refusal === undefined) return { code: ExitCode.Ok, json: result, text };
       // A refusal, not a failure: nothing was created, what was found was updated (exit 2).
-      return { code: 2, json: result, text, message: refusal, notes: [`clapper: ${refusal}`] };
+      return { code: ExitCode.Usage, json: result, text, message: refusal, notes: [`clapper: ${refusal}`] };
     });
   },
 });

@@ -12,6 +12,7 @@ import {
 import type { Skill } from "../../../api/video.js";
 import type { Listed } from "../../command.js";
 import { ExitError, fsExit } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import { date, table } from "../../output.js";
 
 export interface SkillsOptions {
@@ -41,9 +42,9 @@ async function lookUp(o: SkillsOptions, idOrName: string) {
 /** Exit 1: no such skill, or none among what an incomplete list served (and it says so). */
 function noSkill(idOrName: string, list: ListResult<Skill>): ExitError {
   const missing = `no skill with id or name ${JSON.stringify(idOrName)}`;
-  if (list.complete) return new ExitError(1, missing);
+  if (list.complete) return new ExitError(ExitCode.Failed, missing);
   return new ExitError(
-    1,
+    ExitCode.Failed,
     `${missing} among the ${list.items.length} served; ${incompleteWarning("skills", list)}`,
   );
 }
@@ -100,7 +101,10 @@ export async function readSkillFile(path: string): Promise<SkillFile> {
     try {
       meta = parseYaml(front[1] ?? "");
     } catch (error) {
-      throw new ExitError(2, `${path}: front matter is not valid YAML: ${(error as Error).message}`);
+      throw new ExitError(
+        ExitCode.Usage,
+        `${path}: front matter is not valid YAML: ${(error as Error).message}`,
+      );
     }
     if (meta && typeof meta === "object") {
       const m = meta as { name?: unknown; description?: unknown };
@@ -109,7 +113,7 @@ export async function readSkillFile(path: string): Promise<SkillFile> {
     }
     text = text.slice(front[0].length);
   }
-  if (text.trim() === "") throw new ExitError(2, `${path}: the skill has no content`);
+  if (text.trim() === "") throw new ExitError(ExitCode.Usage, `${path}: the skill has no content`);
   return { name, content: text, path, ...(description !== undefined ? { description } : {}) };
 }
 

@@ -1,5 +1,6 @@
 // `clapper status MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 import { chosenShard, type StateArgs, s3Options, stateArgs } from "../flags.js";
 
 export const status = defineCommand<StateArgs>({
@@ -15,6 +16,6 @@ export const status = defineCommand<StateArgs>({
       shard: chosenShard(args, rt.env),
       s3: s3Options(args),
     });
-    return { code: 0, json: report, text: renderStatus(report) };
+    return { code: ExitCode.Ok, json: report, text: renderStatus(report) };
   },
 });

@@ -1,17 +1,8 @@
-// `clapper assemble`: the run's stored shots and lines cut into one episode. This module chooses the
-// inputs from the run's state (refusing what is not stored, or stored for an older version of its
-// row), fingerprints them, and builds and checks the episode in a temporary file; the command
-// (src/cli/commands/assemble/) finds the run, fetches the inputs and puts the episode in place.
-import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
-import stableStringify from "safe-stable-stringify";
+// The episode built from its local inputs by ffmpeg, in a temporary file, and checked: one video and
+// one audio stream, as long as its shots. The use case (./assemble.ts) chooses the inputs, fetches
+// them and puts the checked episode in place.
 import { mp4FileSeconds } from "../api/mp4.js";
-import type { JobState, RunState } from "../engine/state.js";
-import { DEFAULT_ASSEMBLE } from "../manifest/assemble.js";
-import type { AssembleSettings, SpeechJob, Timing, VideoJob } from "../manifest/index.js";
-import { type Job, outputKey } from "../manifest/index.js";
-import { mediaSeconds } from "../results/media.js";
+import type { Timing } from "../manifest/index.js";
 import {
   cutPoints,
   type EpisodePlan,
@@ -21,150 +12,11 @@ import {
   probeArgs,
   type Rational,
   SAMPLE_RATE,
-} from "./ffmpeg.js";
-import { runFfmpeg } from "./ffmpeg-run.js";
-
-/** A stored output the episode is made from, as the state records it. */
-export interface Stored {
-  /** `s01`, `n01`. */
-  id: string;
-  job: string;
-  fingerprint: string;
-  uri: string;
-  bytes: number;
-  sha256: string;
-  /** Where the run stores it under its output (`shots/s01.mp4`). */
-  key: string;
-}
-
-export interface ChosenShot extends Stored {
-  take: number;
-  lines: Stored[];
-}
-
-export interface Refusal {
-  job: string;
-  reason: string;
-}
-
-export interface Chosen {
-  shots: ChosenShot[];
-  /** Lines with no `shot:`: they belong to no shot, so to no place in the episode. */
-  unplaced: string[];
-  refusals: Refusal[];
-}
-
-const kindWord = (job: Job) => (job.kind === "video" ? "shot" : "line");
-
-/** The stored output of `job`, or why it cannot be used. */
-function storedOf(job: Job, st: JobState | undefined): Stored | Refusal {
-  const what = `${kindWord(job)} ${job.rowId} (${job.id})`;
-  if (!st) return { job: job.id, reason: `${what} has not been generated yet` };
-  if (st.status !== "stored" || !st.output)
-    return { job: job.id, reason: `${what} is not stored yet (${st.status})` };
-  if (st.output.fingerprint !== job.fingerprint || st.fingerprint !== job.fingerprint)
-    return {
-      job: job.id,
-      reason: `${what} was edited in the manifest since its output was made`,
-    };
-  const { uri, bytes, sha256 } = st.output;
-  return {
-    id: job.rowId,
-    job: job.id,
-    fingerprint: job.fingerprint,
-    uri,
-    bytes,
-    sha256,
-    key: outputKey(job),
-  };
-}
-
-/**
- * The shots of the manifest in order (take 1, or the take `assemble.takes` names), each with the
- * lines whose `shot:` names it, in manifest order; every input not stored for its current version is
- * a refusal, all of them listed.
- */
-export function chooseInputs(jobs: readonly Job[], state: RunState, settings: AssembleSettings): Chosen {
-  const shots: ChosenShot[] = [];
-  const refusals: Refusal[] = [];
-  const unplaced: string[] = [];
-  const seen = new Set<string>();
-  const linesOf = new Map<string, SpeechJob[]>();
-  for (const job of jobs) {
-    if (job.kind !== "speech") continue;
-    if (job.shot === undefined) {
-      unplaced.push(job.rowId);
-      continue;
-    }
-    linesOf.set(job.shot, [...(linesOf.get(job.shot) ?? []), job]);
-  }
-  for (const job of jobs) {
-    if (job.kind !== "video" || seen.has(job.rowId)) continue;
-    seen.add(job.rowId);
-    const take = settings.takes[job.rowId] ?? 1;
-    const chosen = jobs.find(
-      (j): j is VideoJob => j.kind === "video" && j.rowId === job.rowId && (j.take ?? 1) === take,
-    );
-    if (!chosen) {
-      refusals.push({ job: job.id, reason: `shot ${job.rowId} has no take ${take}` });
-      continue;
-    }
-    const shot = storedOf(chosen, state.jobs[chosen.id]);
-    const lines: Stored[] = [];
-    for (const line of linesOf.get(job.rowId) ?? []) {
-      const stored = storedOf(line, state.jobs[line.id]);
-      if ("reason" in stored) refusals.push(stored);
-      else lines.push(stored);
-    }
-    if ("reason" in shot) refusals.push(shot);
-    else shots.push({ ...shot, take, lines });
-  }
-  return { shots, unplaced, refusals };
-}
-
-/** What decides the episode's bytes: when it is unchanged, the episode in place is up to date. */
-export function inputsFingerprint(o: {
-  shots: readonly ChosenShot[];
-  timing: Timing;
-  settings: AssembleSettings;
-  music?: { sha256: string } | undefined;
-  ffmpegVersion: string;
-  target: string;
-}): string {
-  const s = o.settings;
-  return createHash("sha256")
-    .update(
-      stableStringify({
-        v: 1,
-        shots: o.shots.map((shot) => ({
-          job: shot.job,
-          sha256: shot.sha256,
-          lines: shot.lines.map((l) => ({ job: l.job, sha256: l.sha256 })),
-        })),
-        // The tail sets no place in the episode (a shot's length does).
-        timing: { lead: o.timing.lead, gap: o.timing.gap },
-        transition: s.transition,
-        transition_seconds: s.transition === "none" ? 0 : s.transitionSeconds,
-        music: o.music ? { sha256: o.music.sha256, db: s.musicDb } : null,
-        ffmpeg: o.ffmpegVersion,
-        target: o.target,
-      }) ?? "",
-    )
-    .digest("hex");
-}
-
-export async function hashFile(
-  path: string,
-  signal?: AbortSignal,
-): Promise<{ bytes: number; sha256: string }> {
-  const hash = createHash("sha256");
-  let bytes = 0;
-  for await (const chunk of createReadStream(path, signal ? { signal } : {})) {
-    hash.update(chunk as Buffer);
-    bytes += (chunk as Buffer).length;
-  }
-  return { bytes, sha256: hash.digest("hex") };
-}
+} from "../pipeline/ffmpeg.js";
+import { runFfmpeg } from "../pipeline/ffmpeg-run.js";
+import { mediaSeconds } from "../results/media.js";
+import { type ChosenShot, hashFile, type Stored } from "./inputs.js";
+import type { AssembleSettings } from "./settings.js";
 
 /** An input as the build reads it: its stored facts and a local file holding its bytes. */
 export interface LocalShot extends ChosenShot {
@@ -172,7 +24,7 @@ export interface LocalShot extends ChosenShot {
   lines: Array<Stored & { path: string }>;
 }
 
-export interface BuildOptions {
+interface BuildOptions {
   shots: readonly LocalShot[];
   timing: Timing;
   settings: AssembleSettings;
@@ -185,7 +37,7 @@ export interface BuildOptions {
   signal?: AbortSignal | undefined;
 }
 
-export interface PlacedLine extends Omit<Stored, "key"> {
+interface PlacedLine extends Omit<Stored, "key"> {
   duration_seconds: number;
   /** Where it starts in the episode. */
   start_seconds: number;
@@ -193,7 +45,7 @@ export interface PlacedLine extends Omit<Stored, "key"> {
   cut?: true;
 }
 
-export interface PlacedShot {
+interface PlacedShot {
   id: string;
   job: string;
   take: number;
@@ -390,7 +242,7 @@ export async function buildEpisode(o: BuildOptions): Promise<Built> {
 }
 
 /** The music fades out over the episode's last seconds (at most half of it). */
-export const MUSIC_FADE_OUT_S = 2;
+const MUSIC_FADE_OUT_S = 2;
 
 /**
  * The episode as a player sees it: its streams counted by music-metadata (the MP4's tracks) and by
@@ -430,15 +282,4 @@ async function checkEpisode(
     }
   }
   return { seconds: header as number, streams: { video, audio } };
-}
-
-export { DEFAULT_ASSEMBLE };
-
-/** Size of a local file, or undefined when there is none. */
-export async function fileSize(path: string): Promise<number | undefined> {
-  try {
-    return (await stat(path)).size;
-  } catch {
-    return undefined;
-  }
 }

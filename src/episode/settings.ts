@@ -1,11 +1,12 @@
 // The manifest's `assemble:` block: how `clapper assemble` cuts the run's shots and lines into one
 // episode. Checked with the rest of the manifest (plan sees a missing music file before a run pays
-// for anything); the episode itself is made in src/pipeline/assemble.ts.
+// for anything); the episode itself is made by ./assemble.ts.
 import { resolve } from "node:path";
 import { show } from "../api/common.js";
-import { checkRegularFile, FileError } from "./files.js";
-import type { Job } from "./job.js";
-import { didYouMean } from "./problems.js";
+import { checkRegularFile, FileError } from "../manifest/files.js";
+import type { Job } from "../manifest/job.js";
+import { didYouMean } from "../manifest/problems.js";
+import { isShot } from "./parts.js";
 
 export type Transition = "none" | "fade";
 
@@ -117,7 +118,7 @@ export function checkTakes(settings: AssembleSettings | undefined, jobs: readonl
   if (!settings) return;
   const takes = new Map<string, number>();
   for (const job of jobs) {
-    if (job.kind === "video") takes.set(job.rowId, Math.max(takes.get(job.rowId) ?? 0, job.take ?? 1));
+    if (isShot(job)) takes.set(job.rowId, Math.max(takes.get(job.rowId) ?? 0, job.take ?? 1));
   }
   for (const [shot, take] of Object.entries(settings.takes)) {
     const count = takes.get(shot);
