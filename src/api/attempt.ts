@@ -40,7 +40,7 @@ export interface Exchange {
 }
 
 /** An answer that is not a failure. `body` is parsed, or the unread stream of a "stream" exchange. */
-export interface Reply {
+interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: unknown;

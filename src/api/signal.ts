@@ -2,7 +2,7 @@
 // stopped while the signal still follows (a download's body must not be cut short by the budget
 // that limited opening it).
 
-export interface LinkedSignal {
+interface LinkedSignal {
   signal: AbortSignal;
   /** The timeout fired (the signal's reason is a TimeoutError, as AbortSignal.timeout's is). */
   readonly timedOut: boolean;

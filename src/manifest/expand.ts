@@ -9,20 +9,18 @@ import {
   EMOTION_VECTOR_MODES,
   PRONUNCIATION_KINDS,
   SPEECH_LANGUAGES,
-  SpeechCreateRequest,
   speechPoints,
-  UploadUrlRequest,
 } from "../api/speech.js";
+import { SpeechCreateRequest, UploadUrlRequest } from "../api/speech-request.js";
 import {
-  labelIssues,
   RESOLUTIONS,
   type ResolutionTier,
   resolutionTier,
   VIDEO_MODELS,
   VIDEO_RATIOS,
-  VideoCreateRequest,
   videoPoints,
 } from "../api/video.js";
+import { labelIssues, VideoCreateRequest } from "../api/video-request.js";
 import { type LineValues, type Origins, readFields, type ShotValues } from "./fields.js";
 import { checkRegularFile, FileError } from "./files.js";
 import {
