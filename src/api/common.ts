@@ -87,7 +87,7 @@ export function issuesFromZod(error: z.ZodError): Issue[] {
  * Zod's default messages ("Too big: expected number to be <=30") do not say what was sent.
  * This map gives every schema in src/api/ the p-queue style: what was expected, and what came.
  */
-export const preciseErrors: z.core.$ZodErrorMap = (iss) => {
+const preciseErrors: z.core.$ZodErrorMap = (iss) => {
   const got = `got ${show(iss.input)}`;
   switch (iss.code) {
     case "invalid_type":

@@ -9,16 +9,12 @@ export {
   collectList,
   IncompleteListError,
   incompleteWarning,
-  type ListEnd,
   type ListResult,
-  type ListWalk,
   MAX_LIST_PAGES,
   takeList,
 } from "./paginate.js";
 export { inspectReferenceAudio, ReferenceAudioError, uploadReferenceAudio } from "./reference-audio.js";
-export { DEFAULT_POLICIES, type PolicyName, parseRetryAfter, type RetryPolicy, retryDelay } from "./retry.js";
-export { SpeechClient } from "./speech-client.js";
-export { VideoClient } from "./video-client.js";
+export { DEFAULT_POLICIES, parseRetryAfter, type RetryPolicy, retryDelay } from "./retry.js";
 
 export interface Clients {
   http: HttpClient;

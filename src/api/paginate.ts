@@ -8,13 +8,13 @@
 // of 6, or creates a twin of a skill it did not see.
 import { ClapperApiError } from "./errors.js";
 
-export interface ListPage<T> {
+interface ListPage<T> {
   items: readonly T[];
   total: number;
 }
 
 /** How a walk ended: `total` as the service last said it, `seen` distinct items. */
-export interface ListEnd {
+interface ListEnd {
   total: number;
   seen: number;
   /** Whether every item `total` counts was seen. */

@@ -5,8 +5,9 @@ import { stat } from "node:fs/promises";
 import { basename } from "node:path";
 import { ClapperApiError, ConnectionError, ServiceError } from "./errors.js";
 import type { HttpClient } from "./http.js";
-import { type Asset, MAX_REFERENCE_AUDIO_BYTES, UPLOAD_CONTENT_TYPES, uploadExtension } from "./speech.js";
+import { type Asset, MAX_REFERENCE_AUDIO_BYTES, UPLOAD_CONTENT_TYPES } from "./speech.js";
 import type { SpeechClient } from "./speech-client.js";
+import { uploadExtension } from "./speech-request.js";
 import type { CallOptions } from "./video-client.js";
 
 export const MIN_REFERENCE_MS = 500;

@@ -1,4 +1,6 @@
-// Retry policy as data, and pure functions over it, so the behaviour is testable without a clock.
+// Retry policy as data, and pure functions over it, so the behaviour is testable without a clock:
+// which failures are worth another attempt, and how long to wait before it.
+import { BusyError, ClapperApiError, ConnectionError, ResultUrlError, TimeoutError } from "./errors.js";
 
 export interface RetryPolicy {
   /** Retries after the first attempt; 0 disables retrying. */
@@ -41,7 +43,7 @@ export const DEFAULT_POLICIES: Readonly<Record<PolicyName, RetryPolicy>> = {
 };
 
 /** Statuses worth another attempt: timeouts, conflicts, rate limits and server errors. */
-export function isRetryableStatus(status: number): boolean {
+function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500;
 }
 
@@ -49,7 +51,7 @@ export function isRetryableStatus(status: number): boolean {
  * Statuses at which the service did nothing, so even a non-idempotent write may be repeated.
  * 429 comes from a limiter in front of the service.
  */
-export function isRefusedBeforeWork(status: number): boolean {
+function isRefusedBeforeWork(status: number): boolean {
   return status === 429;
 }
 
@@ -91,4 +93,82 @@ export function parseRetryAfter(
   if (!HTTP_DATE.test(value)) return undefined;
   const date = Date.parse(value);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** Connection failures where the request certainly never reached the service. */
+const NOT_SENT = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "EHOSTUNREACH",
+]);
+
+/** Failures of the request itself (an invalid header or URL): no attempt can succeed. */
+const NOT_SENDABLE = new Set([
+  "UND_ERR_INVALID_ARG",
+  "ERR_INVALID_URL",
+  "ERR_INVALID_ARG_TYPE",
+  "ERR_INVALID_ARG_VALUE",
+]);
+
+/**
+ * What a failed attempt means: the error to retry (and whether it surely did nothing), or thrown
+ * when no retry can help. `origin` and `timeoutMs` name what failed in the message.
+ */
+export function classifyFailure(
+  error: unknown,
+  what: string,
+  origin: string,
+  timeoutMs: number,
+): { failure: ClapperApiError; sureNotDone: boolean } {
+  if (error instanceof ClapperApiError) {
+    // 408 arrives as a TimeoutError: worth retrying like a lost answer.
+    const retryable =
+      error instanceof BusyError ||
+      (error.status === undefined ? error instanceof ConnectionError : isRetryableStatus(error.status));
+    if (!retryable) throw error;
+    return { failure: error, sureNotDone: error.status !== undefined && isRefusedBeforeWork(error.status) };
+  }
+  const code = errorCode(error);
+  // A result host that resolves to no public address: refused by policy, not a fault.
+  if (code === "ENOTPUBLIC") {
+    throw new ResultUrlError(`${what}: ${(error as Error).message}`, { cause: error });
+  }
+  if (code !== undefined && NOT_SENDABLE.has(code)) {
+    // The request itself is malformed (a header undici refuses): repeating it cannot help.
+    throw new ConnectionError(`${what}: the request could not be sent (${(error as Error).message})`, {
+      cause: error,
+    });
+  }
+  const failure = timedOut(error, code)
+    ? new TimeoutError(`${what}: no answer within ${timeoutMs} ms`, { cause: error })
+    : new ConnectionError(`${what}: connection to ${origin} failed (${code ?? (error as Error).message})`, {
+        cause: error,
+      });
+  return { failure, sureNotDone: code !== undefined && NOT_SENT.has(code) };
+}
+
+export function errorCode(error: unknown): string | undefined {
+  const e = error as { code?: unknown; cause?: { code?: unknown } };
+  const code = e.code ?? e.cause?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function timedOut(error: unknown, code: string | undefined): boolean {
+  return (
+    (error as Error).name === "TimeoutError" ||
+    code === "UND_ERR_HEADERS_TIMEOUT" ||
+    code === "UND_ERR_BODY_TIMEOUT"
+  );
+}
+
+/** A wait as a person reads it: `45 s`, `12 min`, `5 h`, `1157 days`. */
+export function waitText(ms: number): string {
+  if (!Number.isFinite(ms)) return "an unbounded time";
+  const s = ms / 1000;
+  if (s < 120) return `${Math.ceil(s)} s`;
+  if (s < 120 * 60) return `${Math.round(s / 60)} min`;
+  if (s < 48 * 3600) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86400)} days`;
 }

@@ -6,12 +6,9 @@ import type { HttpClient } from "./http.js";
 import { type ListResult, type ListWalk, walkByOffset, wholeList } from "./paginate.js";
 import {
   type Asset,
-  AssetRegisterRequest,
   AssetResponse,
-  CustomVoiceCreateRequest,
   Pricing,
   SpeechCancelResponse,
-  SpeechCreateRequest,
   SpeechCreateResponse,
   SpeechDeleteResponse,
   type SpeechStatus,
@@ -19,16 +16,21 @@ import {
   SpeechTaskList,
   SpeechTaskResponse,
   UploadTicket,
-  UploadUrlRequest,
   type Voice,
   VoiceDeleteResponse,
   type VoiceKind,
   VoiceList,
   VoiceResponse,
 } from "./speech.js";
+import {
+  AssetRegisterRequest,
+  CustomVoiceCreateRequest,
+  SpeechCreateRequest,
+  UploadUrlRequest,
+} from "./speech-request.js";
 import { type CallOptions, checkRequest, signalOf } from "./video-client.js";
 
-export interface SpeechListFilter {
+interface SpeechListFilter {
   taskId?: string;
   statuses?: readonly SpeechStatus[];
   startTime?: number;

@@ -4,7 +4,7 @@
 import { BlockList, isIP } from "node:net";
 import { show } from "./show.js";
 
-export type HostClass =
+type HostClass =
   | "loopback"
   | "private"
   | "link-local"

@@ -17,7 +17,6 @@ import {
   SkillResponse,
   SkillWriteRequest,
   VideoCancelResponse,
-  VideoCreateRequest,
   VideoCreateResponse,
   type VideoModel,
   type VideoStatus,
@@ -25,6 +24,7 @@ import {
   VideoTaskList,
   VideoTaskResponse,
 } from "./video.js";
+import { VideoCreateRequest } from "./video-request.js";
 
 export interface CallOptions {
   signal?: AbortSignal;
@@ -45,7 +45,7 @@ export function checkRequest<S extends z.ZodType>(schema: S, body: unknown, what
   throw new ValidationError(`${what}: invalid request: ${detail}`, undefined, undefined, "invalid_request");
 }
 
-export interface VideoListFilter {
+interface VideoListFilter {
   status?: VideoStatus;
   model?: VideoModel;
   pageSize?: number;

@@ -4,7 +4,8 @@
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { type Readable, Transform } from "node:stream";
 import { ConnectionError } from "../api/errors.js";
-import { type Download, type HttpClient, linkedSignal } from "../api/http.js";
+import type { Download, HttpClient } from "../api/http.js";
+import { linkedSignal } from "../api/signal.js";
 import { ResultTooLargeError } from "../results/errors.js";
 import { asBuffer, type MediaChecker, mediaChecker } from "../results/stream-check.js";
 import type { Sink, Written } from "../sinks/sink.js";

@@ -2,7 +2,8 @@
 // service's rules applied, then a fingerprint of the resolved request and its points.
 
 import { formatPath } from "../api/common.js";
-import { countBillableChars, SpeechCreateRequest, speechPoints } from "../api/speech.js";
+import { countBillableChars, speechPoints } from "../api/speech.js";
+import { SpeechCreateRequest } from "../api/speech-request.js";
 import { type DefaultsRead, type ExpandContext, RowExpansion } from "./expand.js";
 import type { LineValues } from "./fields.js";
 import type { SpeechJob, VoiceSpec } from "./job.js";

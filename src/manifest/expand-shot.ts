@@ -1,7 +1,8 @@
 // A shot row becomes its video jobs, one per take: materials resolved into the content list, the
 // video service's rules applied, then a fingerprint of the fully resolved request and its points.
 import { formatPath, type Issue } from "../api/common.js";
-import { labelIssues, RESOLUTIONS, resolutionTier, VideoCreateRequest, videoPoints } from "../api/video.js";
+import { RESOLUTIONS, resolutionTier, videoPoints } from "../api/video.js";
+import { labelIssues, VideoCreateRequest } from "../api/video-request.js";
 import { type DefaultsRead, type ExpandContext, RowExpansion } from "./expand.js";
 import type { ShotValues } from "./fields.js";
 import type { SkillRef, VideoJob } from "./job.js";

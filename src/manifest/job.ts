@@ -1,8 +1,9 @@
 // What a manifest row becomes: a job, with the create body to send, its fingerprint and its
 // estimated points. A shot makes one video job per take; a line makes one speech job.
 import type { ReferenceAudioFacts } from "../api/reference-audio.js";
-import type { SpeechCreateRequest } from "../api/speech.js";
-import type { ResolutionTier, VideoCreateRequest } from "../api/video.js";
+import type { SpeechCreateRequest } from "../api/speech-request.js";
+import type { ResolutionTier } from "../api/video.js";
+import type { VideoCreateRequest } from "../api/video-request.js";
 import type { MaterialRef } from "./materials.js";
 import type { AutoDuration } from "./timing.js";
 

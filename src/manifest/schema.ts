@@ -22,9 +22,10 @@ import {
   MAX_EMOTION_DESCRIPTION_CHARS,
   MAX_TEXT_CHARS,
   SPEECH_DEFAULTS,
-  SpeechCreateRequest,
 } from "../api/speech.js";
-import { CONTENT_LIMITS, RESOLUTIONS, resolutionTier, VideoCreateRequest } from "../api/video.js";
+import { SpeechCreateRequest } from "../api/speech-request.js";
+import { RESOLUTIONS, resolutionTier } from "../api/video.js";
+import { CONTENT_LIMITS, VideoCreateRequest } from "../api/video-request.js";
 import {
   type FIELDS as ASSEMBLE_FIELDS,
   DEFAULT_ASSEMBLE,

@@ -3,7 +3,7 @@
 import { resolve } from "node:path";
 import { issuesFromZod } from "../api/common.js";
 import type { ReferenceAudioFacts } from "../api/reference-audio.js";
-import { UploadUrlRequest } from "../api/speech.js";
+import { UploadUrlRequest } from "../api/speech-request.js";
 import { checkRegularFile, FileError } from "./files.js";
 import type { VoiceSpec } from "./job.js";
 import { sha256File } from "./materials.js";

@@ -1,21 +1,18 @@
 // The text-to-speech service: tasks with attempts, reference-audio uploads and assets, custom
 // voices and pricing. Like video tasks, speech tasks advance lazily on every read.
 import { issuesFromZod } from "../api/common.js";
+import { countBillableChars, speechPoints } from "../api/speech.js";
 import {
   AssetRegisterRequest,
   CustomVoiceCreateRequest,
-  countBillableChars,
-  MAX_ATTEMPTS,
-  normalizeSpeechInput,
-  parseIdempotencyKey,
-  parseSpeechListQuery,
   SpeechCreateRequest,
-  speechPoints,
   UploadUrlRequest,
-} from "../api/speech.js";
+} from "../api/speech-request.js";
 import { ApiError, BusinessError, notFound, RetCode } from "./http.js";
 import { speechDurationMs } from "./media.js";
 import { NO_PAGING_FAULTS, offsetPage, type PagingFaults } from "./paging.js";
+import { parseIdempotencyKey } from "./protocol/idempotency.js";
+import { MAX_ATTEMPTS, normalizeSpeechInput, parseSpeechListQuery } from "./protocol/speech.js";
 import type { AssetRecord, Org, SpeechEvent, SpeechRecord, VoiceRecord, World } from "./world.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);

@@ -2,27 +2,25 @@
 // Tasks advance lazily: every read first moves a task through the stages whose time has passed,
 // so 10,000 stored tasks cost no timers. Tasks with a callback_url get one timer for their next change.
 import { type Issue, issuesFromZod } from "../api/common.js";
-import { parseIdempotencyKey } from "../api/speech.js";
+import { basePoints, resolutionTier, SkillWriteRequest, UPSCALE_TIERS, videoPoints } from "../api/video.js";
 import {
-  basePoints,
-  inputImageCount,
   materialKind,
-  outputSize,
-  parseSkillListQuery,
-  parseVideoListQuery,
-  requestUrlIssues,
-  resolutionTier,
-  type Size,
-  SkillWriteRequest,
-  UPSCALE_TIERS,
   type VideoCreateRequest as VideoCreate,
   VideoCreateRequest,
-  videoPoints,
-} from "../api/video.js";
+} from "../api/video-request.js";
 import type { CallbackSender } from "./callbacks.js";
 import { ApiError, BusinessError, notFound, RetCode } from "./http.js";
 import { checkResolvedHost, loadMaterial, type Material, type MaterialKind } from "./materials.js";
 import { NO_PAGING_FAULTS, numberedPage, type PagingFaults } from "./paging.js";
+import { parseIdempotencyKey } from "./protocol/idempotency.js";
+import {
+  inputImageCount,
+  outputSize,
+  parseSkillListQuery,
+  parseVideoListQuery,
+  requestUrlIssues,
+  type Size,
+} from "./protocol/video.js";
 import type { Org, Outcome, SkillRecord, Stage, VideoRecord, World } from "./world.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);

@@ -1,9 +1,9 @@
 // The sandbox's whole state: organizations (each with its own tasks, skills, voices, assets,
 // uploads, idempotency keys and points ledger), the clock, request statistics and URL signing.
 import { createHmac, randomBytes, randomUUID } from "node:crypto";
-import type { SpeechInput } from "../api/speech.js";
 import type { ResolutionTier, VideoRatio, VideoStatus } from "../api/video.js";
 import { type Allocation, PointsLedger } from "./points.js";
+import type { SpeechInput } from "./protocol/speech.js";
 
 interface SandboxSettings {
   timeScale: number;

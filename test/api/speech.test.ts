@@ -3,42 +3,46 @@ import type { z } from "zod";
 import { formatIssue, type Issue } from "../../src/api/common.js";
 import {
   Asset,
-  AssetRegisterRequest,
   AssetResponse,
-  CustomVoiceCreateRequest,
-  checkSpeechRequest,
   countBillableChars,
   EMOTION_DIMENSIONS,
-  inferEmotionVectorMode,
-  MAX_ATTEMPTS,
   MAX_REFERENCE_AUDIO_BYTES,
-  normalizeSpeechInput,
   POINT_STATUSES,
   Pricing,
-  parseIdempotencyKey,
-  parseSpeechListQuery,
   SPEECH_LANGUAGES,
   SPEECH_STATUSES,
   SpeechCancelResponse,
-  SpeechCreateRequest,
   SpeechCreateResponse,
   SpeechDeleteResponse,
-  type SpeechInput,
   SpeechTask,
   SpeechTaskInput,
   SpeechTaskList,
   SpeechTaskResponse,
   speechPoints,
-  toKatakana,
   UPLOAD_CONTENT_TYPES,
   UploadTicket,
-  UploadUrlRequest,
   Voice,
   VoiceDeleteResponse,
   VoiceList,
-  VoiceRef,
   VoiceResponse,
 } from "../../src/api/speech.js";
+import {
+  AssetRegisterRequest,
+  CustomVoiceCreateRequest,
+  checkSpeechRequest,
+  SpeechCreateRequest,
+  UploadUrlRequest,
+  VoiceRef,
+} from "../../src/api/speech-request.js";
+import { parseIdempotencyKey } from "../../src/sandbox/protocol/idempotency.js";
+import {
+  inferEmotionVectorMode,
+  MAX_ATTEMPTS,
+  normalizeSpeechInput,
+  parseSpeechListQuery,
+  type SpeechInput,
+  toKatakana,
+} from "../../src/sandbox/protocol/speech.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

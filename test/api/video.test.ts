@@ -1,19 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { formatIssue, type Issue, issuesFromZod } from "../../src/api/common.js";
 import {
-  adaptiveImageIndex,
   basePoints,
-  ContentElement,
-  contentIssues,
-  inputImageCount,
-  labelIssues,
-  materialUrlProblem,
-  outputSize,
   POINTS_PER_SECOND,
-  parseSkillListQuery,
-  parseVideoListQuery,
   RESOLUTIONS,
-  requestUrlIssues,
   resolutionTier,
   Skill,
   SkillDeleteResponse,
@@ -25,15 +15,29 @@ import {
   VIDEO_RATIOS,
   VIDEO_STATUSES,
   VideoCancelResponse,
-  VideoCreateRequest,
   VideoCreateResponse,
   VideoStatus,
   VideoTask,
   VideoTaskList,
   VideoTaskResponse,
-  videoMode,
   videoPoints,
 } from "../../src/api/video.js";
+import {
+  adaptiveImageIndex,
+  ContentElement,
+  contentIssues,
+  labelIssues,
+  materialUrlProblem,
+  VideoCreateRequest,
+  videoMode,
+} from "../../src/api/video-request.js";
+import {
+  inputImageCount,
+  outputSize,
+  parseSkillListQuery,
+  parseVideoListQuery,
+  requestUrlIssues,
+} from "../../src/sandbox/protocol/video.js";
 
 // ---------- helpers ----------
 

@@ -6,10 +6,11 @@ import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { outputSize, type ResolutionTier, type VideoRatio } from "../../src/api/video.js";
+import type { ResolutionTier, VideoRatio } from "../../src/api/video.js";
 import { resultLimit } from "../../src/results/size-policy.js";
 import { mediaCheck } from "../../src/results/stream-check.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
+import { outputSize } from "../../src/sandbox/protocol/video.js";
 import { call, sandbox, until } from "../helpers/sandbox.js";
 
 // From the spec (video-generation-api.md, "Create video task"), not from the code under test.
