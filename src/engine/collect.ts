@@ -5,6 +5,7 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { type Readable, Transform } from "node:stream";
 import { ConnectionError } from "../api/errors.js";
 import { type Download, type HttpClient, linkedSignal } from "../api/http.js";
+import { serviceFor } from "../services/index.js";
 import type { Sink, Written } from "../sinks/sink.js";
 import { asBuffer, type MediaChecker, mediaChecker, ResultTooLargeError } from "./media-check.js";
 
@@ -61,7 +62,7 @@ export async function storeResult(
   try {
     written = await sink.write(spec.key, body, {
       ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
-      contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
+      contentType: serviceFor(spec.kind).contentType,
       metadata: spec.metadata,
       signal,
       // Every byte has passed through the check by now; this throws if any check failed.

@@ -25,8 +25,6 @@ import {
   ServiceError,
   ValidationError,
 } from "../api/index.js";
-import type { SpeechTask } from "../api/speech.js";
-import { basePoints, UPSCALE_TIERS, type VideoTask, videoPoints } from "../api/video.js";
 import {
   DownloadFailedError,
   DownloadTimeUpError,
@@ -36,24 +34,25 @@ import {
 } from "../engine/collect.js";
 import type { PointsLedger } from "../engine/ledger.js";
 import { MediaCheckError, ResultTooLargeError, resultLimit } from "../engine/media-check.js";
-import { linePoints, PriceError, SpeechDisabledError, type SpeechPricer } from "../engine/pricing.js";
+import { PriceError, SpeechDisabledError, type SpeechPricer } from "../engine/pricing.js";
 import { MaterialError, type MaterialStager } from "../engine/staging.js";
 import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState } from "../engine/state.js";
-import {
-  expectedSpeechMs,
-  expectedVideoMs,
-  type SpeechPoller,
-  TaskUnreadableError,
-  type TrackHint,
-  type VideoPoller,
-} from "../engine/tracker.js";
-import { type Job, type SpeechJob, unfitted, type VideoJob } from "../manifest/index.js";
+import { TaskUnreadableError } from "../engine/tracker.js";
+import { type Job, unfitted } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
+import {
+  type BodyInputs,
+  type ServiceTask,
+  serviceFor,
+  type TaskService,
+  type Trackers,
+  type VoiceRef,
+  validCost,
+} from "../services/index.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
 import { traceStart } from "../trace.js";
 import type { StateStore } from "./types.js";
 
-const MAX_CREATE_BODY = 72 * 1024 * 1024;
 /** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
 const COLLECT_TRIES = 3;
 /**
@@ -64,8 +63,6 @@ const COLLECT_TRIES = 3;
 const COLLECT_BUDGET_MS = 20_000;
 /** The pause after a result's first failed try; doubled after each. */
 const COLLECT_PAUSE_MS = 500;
-
-export type VoiceRef = { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string };
 
 export interface JobContext {
   clients: Clients;
@@ -80,8 +77,7 @@ export interface JobContext {
    * then carry the run past its cap, and the task's own cost stops the run as soon as it shows.
    */
   exactSpeechPricing: boolean;
-  video: VideoPoller;
-  speech: SpeechPoller;
+  trackers: Trackers;
   callback?: { url: string; token: string };
   name: string;
   maxAttempts: number;
@@ -115,12 +111,6 @@ export function idempotencyKey(
     .update(`${name}\n${epoch}\n${jobId}\n${fingerprint}\n${attempt}`)
     .digest("hex");
   return `clapper-${digest.slice(0, 48)}`;
-}
-
-/** What a succeeded video actually cost: the base price when an upscale fell back to 768P. */
-export function videoCost(job: VideoJob, task: VideoTask): number {
-  const fellBack = UPSCALE_TIERS.includes(job.tier) && task.resolution === "768P";
-  return fellBack ? basePoints(job.duration) : (job.points ?? 0);
 }
 
 export function errorInfo(error: unknown): { code: string; message: string } {
@@ -204,7 +194,7 @@ export class JobRunner {
     if (!attempt) {
       if (this.stopped) return "done";
       if (this.tried(st) >= this.c.maxAttempts) return "done";
-      if (job.kind === "speech" && this.c.exactSpeechPricing) {
+      if (serviceFor(job.kind).pricedAtCreate && this.c.exactSpeechPricing) {
         // Priced, reserved, written ahead and created one at a time (see exactSpeechPricing).
         return this.speechTurn(async () => {
           const opened = await this.open(job);
@@ -248,13 +238,10 @@ export class JobRunner {
         }
       }
       const taskId = a.taskId as string;
-      let final: VideoTask | SpeechTask;
+      const service = serviceFor(st.kind);
+      let final: ServiceTask;
       try {
-        const now = Math.floor(Date.now() / 1000);
-        final =
-          st.kind === "video"
-            ? await this.c.video.track(taskId, now)
-            : await this.c.speech.track(taskId, now);
+        final = await service.track(this.c.trackers, taskId, Math.floor(Date.now() / 1000));
       } catch (error) {
         if (this.c.signal.aborted) return;
         if (!(error instanceof NotFoundError)) {
@@ -269,23 +256,24 @@ export class JobRunner {
         await this.c.ledger.settle(a.reserved, 0, a.key);
         continue;
       }
-      const ok = final.status === "succeeded";
-      const stated = (final as SpeechTask).point_cost;
+      const status = service.status(final);
+      const ok = status === "succeeded";
+      const stated = service.statedCost(final);
       // A video's cost is its price as reserved; a speech task states its own.
-      const cost = !ok ? 0 : st.kind === "speech" && validCost(stated) ? stated : a.reserved;
-      const replayed = ok && this.isReplay(a, final.created_at);
+      const cost = !ok ? 0 : stated !== undefined && validCost(stated) ? stated : a.reserved;
+      const replayed = ok && this.isReplay(a, service.createdAt(final));
       await this.c.journal.append(
         {
           ...record,
           spent: cost,
           ...(replayed ? { replayed } : {}),
-          ...(ok ? {} : { error: { code: final.status, message: `task ${taskId} ended ${final.status}` } }),
+          ...(ok ? {} : { error: { code: status, message: `task ${taskId} ended ${status}` } }),
         },
         { durable: true },
       );
       await this.c.ledger.settle(a.reserved, cost, a.key);
       this.c.log.info(
-        { job: st.id, event: "orphan-settled", task_id: taskId, status: final.status, cost },
+        { job: st.id, event: "orphan-settled", task_id: taskId, status, cost },
         "a task of an earlier version was followed to its end",
       );
     }
@@ -320,10 +308,7 @@ export class JobRunner {
     let taskId: string;
     try {
       const call = { idempotencyKey: a.key, signal: this.c.signal };
-      taskId =
-        st.kind === "video"
-          ? await this.c.clients.video.createTask(a.body as never, call)
-          : await this.c.clients.speech.createTask(a.body as never, call);
+      taskId = await serviceFor(st.kind).create(this.c.clients, a.body, call);
     } catch (error) {
       if (this.c.signal.aborted || error instanceof AbortedError) return "left";
       // Refused: had the first create made a task, its key would have returned it.
@@ -362,13 +347,14 @@ export class JobRunner {
 
   /** Reserves the job's price in the ledger and writes the intent: the attempt exists from here. */
   private async open(job: Job): Promise<Attempt | undefined> {
+    const service = serviceFor(job.kind);
     let estimate = job.points ?? 0;
-    if (job.kind === "speech") {
+    if (service.pricedAtCreate) {
       try {
         const price = this.c.exactSpeechPricing
           ? await this.c.pricer.refresh(this.submitSignal)
           : this.c.pricer.current;
-        if (price) estimate = linePoints(job.request.text, price);
+        if (price) estimate = service.estimate(job, price);
       } catch (error) {
         if (this.submitSignal.aborted) return undefined;
         if (isUnavailable(error)) this.c.unavailable?.(error);
@@ -561,13 +547,9 @@ export class JobRunner {
 
   /** The create body, its materials staged where the service can fetch them. */
   private body(job: Job, signal: AbortSignal): Promise<unknown> {
-    if (job.kind === "speech") return Promise.resolve(speechBody(job, this.c.voiceRefs));
-    return videoBody(job, this.c.skillIds, this.c.stager, signal).then((body) => ({
-      ...body,
-      ...(this.c.callback
-        ? { callback_url: this.c.callback.url, callback_token: this.c.callback.token }
-        : {}),
-    }));
+    const { stager, skillIds, voiceRefs, callback } = this.c;
+    const inputs: BodyInputs = { stager, skillIds, voiceRefs, callback };
+    return serviceFor(job.kind).body(job, inputs, signal);
   }
 
   /**
@@ -582,16 +564,15 @@ export class JobRunner {
       rank: nominalMs(job),
       ...(withdrawable ? { queueSignal: this.submit.signal } : {}),
     };
-    return job.kind === "video"
-      ? this.c.clients.video.createTask(body as never, call)
-      : this.c.clients.speech.createTask(body as never, call);
+    return serviceFor(job.kind).create(this.c.clients, body, call);
   }
 
   /** Follows the open attempt's task to its end, then settles (and collects) it. */
   private async follow(job: Job): Promise<Outcome> {
     const attempt = openAttempt(this.st(job));
     if (!attempt?.taskId) return "done";
-    let final: VideoTask | SpeechTask;
+    const service = serviceFor(job.kind);
+    let final: ServiceTask;
     try {
       final = await this.track(job, attempt, attempt.taskId);
     } catch (error) {
@@ -605,22 +586,21 @@ export class JobRunner {
       // Paid for (if it succeeded), never collected: whose request it ran cannot be told, so its
       // cost is read from the task itself, not from this job's price.
       const cost =
-        final.status !== "succeeded"
+        service.status(final) !== "succeeded"
           ? 0
-          : job.kind === "video"
-            ? videoPoints((final as VideoTask).resolution, (final as VideoTask).duration)
-            : this.speechCost(job, attempt, final as SpeechTask);
+          : this.paidCost(job, attempt, service, final, service.taskCost(final));
       await this.settle(job, attempt, cost, { error: shared, fate: "failed" });
       this.c.log.error({ job: job.id, event: "task-id-shared", task_id: attempt.taskId }, shared.message);
       this.c.progress(job);
       return "done";
     }
-    if (final.status === "succeeded") {
+    const status = service.status(final);
+    if (status === "succeeded") {
       await this.succeeded(job, attempt, final);
       this.c.progress(job);
       return "done";
     }
-    if (final.status === "cancelled") {
+    if (status === "cancelled") {
       await this.settle(job, attempt, 0, {
         error: { code: "cancelled", message: `task ${attempt.taskId} was cancelled` },
         fate: "cancelled",
@@ -661,15 +641,10 @@ export class JobRunner {
   }
 
   /** Paid for (unless a replay): settled at its real cost, then collected. */
-  private costOf(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): number {
-    return job.kind === "video"
-      ? videoCost(job, final as VideoTask)
-      : this.speechCost(job, attempt, final as SpeechTask);
-  }
-
-  private async succeeded(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): Promise<void> {
-    const cost = this.costOf(job, attempt, final);
-    const replayed = this.isReplay(attempt, final.created_at);
+  private async succeeded(job: Job, attempt: Attempt, final: ServiceTask): Promise<void> {
+    const service = serviceFor(job.kind);
+    const cost = this.paidCost(job, attempt, service, final, service.cost(job, final));
+    const replayed = this.isReplay(attempt, service.createdAt(final));
     if (replayed) {
       this.c.log.warn(
         { job: job.id, event: "replayed", task_id: attempt.taskId },
@@ -681,14 +656,8 @@ export class JobRunner {
   }
 
   /** A failed task: tried again with a new attempt, or the job fails once its attempts are spent. */
-  private async failed(job: Job, attempt: Attempt, final: VideoTask | SpeechTask): Promise<Outcome> {
-    const error =
-      job.kind === "video"
-        ? {
-            code: String((final as VideoTask).error?.code ?? "task_failed"),
-            message: String((final as VideoTask).error?.message ?? "the task failed"),
-          }
-        : { code: "task_failed", message: (final as SpeechTask).error_message || "the task failed" };
+  private async failed(job: Job, attempt: Attempt, final: ServiceTask): Promise<Outcome> {
+    const error = serviceFor(job.kind).failure(final);
     const tried = this.st(job).attempts.filter((a) => a.campaign === this.state.campaign).length;
     const last = tried >= this.c.maxAttempts || this.stopped !== undefined;
     await this.settle(job, attempt, 0, { error, ...(last ? { fate: "failed" as const } : {}) });
@@ -699,29 +668,22 @@ export class JobRunner {
     return "done";
   }
 
-  private track(job: Job, attempt: Attempt, taskId: string): Promise<VideoTask | SpeechTask> {
+  private track(job: Job, attempt: Attempt, taskId: string): Promise<ServiceTask> {
+    const service = serviceFor(job.kind);
     let last: string | undefined;
-    const onUpdate = (task: VideoTask | SpeechTask) => {
-      if (job.kind === "speech")
-        void this.reprice(job, attempt.n, (task as SpeechTask).point_cost).catch(this.c.fail);
-      if (task.status !== last) {
-        last = task.status;
-        void this.c.journal
-          .append({ t: "task", id: job.id, n: attempt.n, status: task.status })
-          .catch(this.c.fail);
-        this.c.log.info(
-          { job: job.id, event: "status", task_id: taskId, status: task.status },
-          "task status",
-        );
+    const onUpdate = (task: ServiceTask) => {
+      const stated = service.statedCost(task);
+      if (stated !== undefined) void this.reprice(job, attempt.n, stated).catch(this.c.fail);
+      const status = service.status(task);
+      if (status !== last) {
+        last = status;
+        void this.c.journal.append({ t: "task", id: job.id, n: attempt.n, status }).catch(this.c.fail);
+        this.c.log.info({ job: job.id, event: "status", task_id: taskId, status }, "task status");
         this.c.progress(job);
       }
     };
     const createdAt = Math.floor(Date.now() / 1000);
-    // No hint for a line: its first look is at once, by one list for all the lines created
-    // together, and the early looks find the pace of a service faster than nominal.
-    return job.kind === "video"
-      ? this.c.video.track(taskId, createdAt, onUpdate as (t: VideoTask) => void, hintOf(job))
-      : this.c.speech.track(taskId, createdAt, onUpdate as (t: SpeechTask) => void);
+    return service.track(this.c.trackers, taskId, createdAt, onUpdate, service.trackHint(job));
   }
 
   /**
@@ -729,7 +691,7 @@ export class JobRunner {
    * price moved: the reservation becomes the real cost, the price is read again for the lines still
    * to come, and if the cap would now be crossed no further create is sent.
    */
-  private async reprice(job: SpeechJob, n: number, cost: number): Promise<void> {
+  private async reprice(job: Job, n: number, cost: number): Promise<void> {
     const attempt = this.st(job).attempts.find((a) => a.n === n);
     if (!attempt || attempt.spent !== undefined || attempt.reserved === cost) return;
     if (!validCost(cost)) {
@@ -758,11 +720,17 @@ export class JobRunner {
     }
   }
 
-  /** What a succeeded speech task cost: its own `point_cost`, unless that is impossible. */
-  private speechCost(job: SpeechJob, attempt: Attempt, task: SpeechTask): number {
-    if (validCost(task.point_cost)) return task.point_cost;
+  /** What a succeeded task cost, as its service tells it, unless it states an impossible cost. */
+  private paidCost(
+    job: Job,
+    attempt: Attempt,
+    service: TaskService,
+    task: ServiceTask,
+    cost: number | undefined,
+  ): number {
+    if (cost !== undefined) return cost;
     this.c.log.warn(
-      { job: job.id, event: "absurd-cost", cost: task.point_cost },
+      { job: job.id, event: "absurd-cost", cost: service.statedCost(task) },
       "the service states an impossible task cost; the reservation is counted instead",
     );
     return attempt.reserved;
@@ -811,10 +779,7 @@ export class JobRunner {
     let outcome: Collected;
     try {
       const call = { signal: this.c.signal };
-      const task =
-        job.kind === "video"
-          ? await this.c.clients.video.getTask(paid.taskId as string, call)
-          : await this.c.clients.speech.getTask(paid.taskId as string, call);
+      const task = await serviceFor(job.kind).get(this.c.clients, paid.taskId as string, call);
       outcome = await this.collect(job, task, paid.n);
     } catch (error) {
       if (this.c.signal.aborted) return "left";
@@ -825,7 +790,7 @@ export class JobRunner {
   }
 
   /** Stores a succeeded task's result; a failure leaves the job paid for and waiting, or failed. */
-  private async collect(job: Job, task: VideoTask | SpeechTask, n: number): Promise<Collected> {
+  private async collect(job: Job, task: ServiceTask, n: number): Promise<Collected> {
     try {
       await this.download(job, task, n);
       return this.st(job).status === "stored" ? "stored" : "failed";
@@ -835,17 +800,18 @@ export class JobRunner {
     }
   }
 
-  private async download(job: Job, task: VideoTask | SpeechTask, n: number): Promise<void> {
-    const taskId = job.kind === "video" ? (task as VideoTask).id : (task as SpeechTask).task_id;
-    let url: string | undefined =
-      job.kind === "video" ? (task as VideoTask).content?.url : (task as SpeechTask).output_url;
+  private async download(job: Job, task: ServiceTask, n: number): Promise<void> {
+    const service = serviceFor(job.kind);
+    const taskId = service.id(task);
+    let url = service.resultUrl(task);
+    const expectedSeconds = service.expectedSeconds(job);
     const spec = {
       id: job.id,
       kind: job.kind,
       key: outputKey(job),
-      maxBytes: this.c.maxResultBytes ?? resultLimit(limitOf(job)),
+      maxBytes: this.c.maxResultBytes ?? resultLimit(service.resultLimit(job)),
       metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
-      ...(job.kind === "video" ? { expectedSeconds: job.duration } : {}),
+      ...(expectedSeconds !== undefined ? { expectedSeconds } : {}),
     };
     const trail = new DownloadTrail(COLLECT_BUDGET_MS);
     for (let tries = 1; ; tries++) {
@@ -890,7 +856,7 @@ export class JobRunner {
   /** Records a result stored and checked: the job's success. */
   private async stored(
     job: Job,
-    task: VideoTask | SpeechTask,
+    task: ServiceTask,
     written: Written & { seconds?: number },
     n: number,
   ): Promise<void> {
@@ -900,8 +866,8 @@ export class JobRunner {
       await this.c.journal.append({ t: "failed", id: job.id, error: shared }, { durable: true });
       return;
     }
-    // The resolution the service says it delivered: 768P when a requested upscale failed.
-    const delivered = job.kind === "video" ? String((task as VideoTask).resolution).slice(0, 32) : undefined;
+    const service = serviceFor(job.kind);
+    const delivered = service.delivered(task);
     await this.c.journal.append(
       {
         t: "stored",
@@ -918,10 +884,11 @@ export class JobRunner {
       },
       { durable: true },
     );
-    if (job.kind === "video" && delivered !== job.tier)
+    const requested = service.requested(job);
+    if (requested !== undefined && delivered !== requested)
       this.c.log.warn(
-        { job: job.id, event: "resolution-fallback", requested: job.tier, delivered },
-        `delivered at ${delivered}, not the ${job.tier} asked for (a failed upscale delivers the native 768P)`,
+        { job: job.id, event: "resolution-fallback", requested, delivered },
+        `delivered at ${delivered}, not the ${requested} asked for (a failed upscale delivers the native 768P)`,
       );
     this.c.log.info(
       { job: job.id, event: "stored", uri: written.uri, bytes: written.bytes, attempt: n },
@@ -973,9 +940,7 @@ export class JobRunner {
  * (longest first) and tells the trackers when to look first, once they have learnt the pace.
  */
 export function nominalMs(job: Job): number {
-  return job.kind === "video"
-    ? expectedVideoMs({ ...job.request, duration: job.duration })
-    : expectedSpeechMs(job.request.text, job.request.speed ?? 1);
+  return serviceFor(job.kind).nominalMs(job);
 }
 
 /**
@@ -993,10 +958,6 @@ function refused(error: unknown): boolean {
       !(error instanceof RateLimitError) &&
       !(error instanceof ServiceError))
   );
-}
-
-function hintOf(job: VideoJob): TrackHint {
-  return { expectedMs: nominalMs(job) };
 }
 
 function givenUp(taskId: string, trail: DownloadTrail, error: unknown): unknown {
@@ -1065,61 +1026,6 @@ function keptBody(body: unknown): { body?: unknown } {
   return JSON.stringify(rest).length <= MAX_KEPT_BODY ? { body: rest } : {};
 }
 
-/** A task cost the service may state: a whole number, not negative, not beyond reason. */
-function validCost(cost: number): boolean {
-  return Number.isInteger(cost) && cost >= 0 && cost <= 100_000_000;
-}
-
-function limitOf(job: Job) {
-  return job.kind === "video"
-    ? { kind: "video" as const, seconds: job.duration, tier: job.tier }
-    : { kind: "speech" as const, countedChars: job.countedChars, speed: job.request.speed ?? 1 };
-}
-
-/**
- * The create body with every material at an address the service can fetch: staged in S3 and
- * presigned, or inline as a Data URL (then the 72 MiB body limit is checked before sending).
- */
-async function videoBody(
-  job: VideoJob,
-  skillIds: Map<string, string>,
-  stager: MaterialStager,
-  signal: AbortSignal,
-) {
-  const content = [...job.request.content];
-  let inline = 0;
-  for (const { contentIndex, ref } of job.materials) {
-    const item = content[contentIndex];
-    if (!item || item.type === "text") continue;
-    const url = await stager.url(ref, signal);
-    if (url.startsWith("data:")) inline += url.length;
-    const field = item.type;
-    content[contentIndex] = { ...item, [field]: { url } } as typeof item;
-  }
-  if (inline > MAX_CREATE_BODY - 64 * 1024) {
-    throw new MaterialError(
-      `${job.id}: the materials make the request ${Math.ceil(inline / 1024 / 1024)} MiB as Data URLs, over the service's 72 MiB body limit; configure S3 (--output s3://... or --staging s3://...) so they can be staged`,
-    );
-  }
-  const skillId = job.skill ? (skillIds.get(job.skill.name) ?? job.skill.name) : undefined;
-  return { ...job.request, content, ...(skillId ? { skill_id: skillId } : {}) };
-}
-
-function speechBody(job: SpeechJob, voices: Map<string, VoiceRef>) {
-  const voice =
-    job.voice.source === "file"
-      ? voices.get(voiceHash(job))
-      : { source: job.voice.source, voice_id: job.voice.voiceId };
-  if (!voice) throw new MaterialError(`${job.id}: the reference voice was not uploaded`);
-  // save_voice_as made the custom voice before the run: the task uses it and saves nothing more.
-  const {
-    save_voice: _save,
-    voice_name: _name,
-    ...request
-  } = job.request as typeof job.request & { save_voice?: boolean; voice_name?: string };
-  return { ...request, voice };
-}
-
 /**
  * A succeeded task read without its result URL: a service between stages (the URL comes a moment
  * later) or a result past its retention. Paid for either way: looked at again, never failed for it.
@@ -1129,25 +1035,12 @@ export class ResultUrlMissingError extends Error {
 }
 
 async function freshUrl(clients: Clients, job: Job, taskId: string, signal: AbortSignal): Promise<string> {
-  if (job.kind === "video") {
-    // Ranked: the task succeeded and is paid for, so its fetch goes before queued creates.
-    const task = await clients.video.getTask(taskId, { signal, rank: 1 });
-    if (!task.content?.url)
-      throw new ResultUrlMissingError(
-        `task ${taskId} (${job.id}) is ${task.status} but gave no result URL; its points are spent: the next run reads it again`,
-      );
-    return task.content.url;
-  }
-  const task = await clients.speech.getTask(taskId, { signal });
-  if (!task.output_url)
+  const service = serviceFor(job.kind);
+  const task = await service.getPaid(clients, taskId, signal);
+  const url = service.resultUrl(task);
+  if (!url)
     throw new ResultUrlMissingError(
-      `task ${taskId} (${job.id}) is ${task.status} but gave no result URL (results are kept 7 days); its points are spent: the next run reads it again`,
+      `task ${taskId} (${job.id}) is ${service.status(task)} but gave no result URL${service.retention}; its points are spent: the next run reads it again`,
     );
-  return task.output_url;
-}
-
-export function voiceHash(job: SpeechJob): string {
-  return job.voice.source === "file"
-    ? `${job.voice.sha256}${job.voice.saveAs ? `:${job.voice.saveAs}` : ""}`
-    : "";
+  return url;
 }

@@ -22,7 +22,7 @@ import { DEFAULT_LIMITS, type RunOptions, type RunOutcome } from "./types.js";
 export { outputKey } from "../manifest/outputs.js";
 export type { BudgetRow } from "./admit.js";
 export { DEFAULT_SEAMS } from "./context.js";
-export { idempotencyKey, videoCost } from "./jobs.js";
+export { idempotencyKey } from "./jobs.js";
 export { defaultStatePath } from "./locate.js";
 export { outputs } from "./outputs.js";
 export { tooManyFailures } from "./stages/execute.js";

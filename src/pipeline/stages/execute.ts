@@ -197,7 +197,7 @@ function jobRunner(
       price !== null ? { perTen: price, version: 0 } : undefined,
     ),
     exactSpeechPricing: maxPoints !== undefined,
-    ...trackers,
+    trackers,
     ...(options.callback && listener
       ? { callback: { url: options.callback.url, token: listener.token } }
       : {}),

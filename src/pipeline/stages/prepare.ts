@@ -13,9 +13,10 @@ import {
 } from "../../api/index.js";
 import type { Skill } from "../../api/video.js";
 import type { Job } from "../../manifest/index.js";
+import { type VoiceRef, voiceHash } from "../../services/index.js";
 import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
-import { errorInfo, type VoiceRef, voiceHash } from "../jobs.js";
+import { errorInfo } from "../jobs.js";
 import { allInOrder } from "../plan.js";
 import type { RunOutcome, StateStore } from "../types.js";
 import type { Admitted } from "./admission.js";
