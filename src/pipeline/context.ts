@@ -13,6 +13,7 @@ import { acquireLock } from "../engine/lock.js";
 import { repairJournalFile } from "../engine/repair.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
+import { serviceFor } from "../services/index.js";
 import type { ProgressFeed } from "./feed.js";
 import type { Halt } from "./halt.js";
 import { errorInfo } from "./jobs.js";
@@ -87,7 +88,7 @@ export function matchesOnly(job: Job, only: readonly string[]): boolean {
       job.id === o ||
       job.rowId === o ||
       job.id.startsWith(`${o}/`) ||
-      `${job.kind === "video" ? "shot" : "line"}/${job.rowId}` === o,
+      `${serviceFor(job.kind).row}/${job.rowId}` === o,
   );
 }
 

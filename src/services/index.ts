@@ -77,6 +77,18 @@ export interface TaskService<J extends Job = Job, T extends ServiceTask = Servic
     taskId: string,
     call: { signal?: AbortSignal },
   ): Promise<{ status: string }>;
+  /** The statuses its tasks may have. */
+  readonly statuses: ReadonlySet<string>;
+  /**
+   * At least the `limit` newest tasks (fewer when there are fewer), each once, in no set order,
+   * and what to warn of when the service did not serve them all.
+   */
+  listNewest(
+    clients: ServiceClients,
+    status: string | undefined,
+    limit: number,
+    call: { signal?: AbortSignal },
+  ): Promise<{ items: T[]; warning?: string }>;
   /** Follows a task to its end through the run's tracker of this service. */
   track(
     trackers: Trackers,
@@ -93,6 +105,10 @@ export interface TaskService<J extends Job = Job, T extends ServiceTask = Servic
   /** Unix seconds, as the service states them. */
   createdAt(task: T): number;
   resultUrl(task: T): string | undefined;
+  /** What the task is, in a few words (a list's DETAIL column). */
+  detail(task: T): string;
+  /** The message a failed task gives, when it gives one. */
+  errorMessage(task: T): string | undefined;
   /** What a failed task says went wrong. */
   failure(task: T): TaskFailure;
   /** The cost a task states of itself while it runs, when the service states one. */
@@ -126,6 +142,14 @@ const SERVICES: { readonly video: VideoService; readonly speech: SpeechService }
 /** The service that runs jobs and tasks of `kind`. */
 export function serviceFor(kind: Kind): TaskService {
   return SERVICES[kind];
+}
+
+/** What jobs of each kind have, as a table: one entry a kind, looked up by the job's kind. */
+export type ByKind<R> = { readonly [K in Kind]: (job: Extract<Job, { kind: K }>) => R };
+
+/** `table`'s entry for the job's kind, given the job. */
+export function byKind<R>(job: Job, table: ByKind<R>): R {
+  return (table[job.kind] as (job: Job) => R)(job);
 }
 
 /** The jobs of one kind, typed as such: for what only one service has (skills, voices, resolutions). */

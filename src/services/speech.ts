@@ -1,5 +1,6 @@
 // The speech service behind the one service shape (src/services/index.ts).
-import type { SpeechTask } from "../api/speech.js";
+import { incompleteWarning, takeList } from "../api/index.js";
+import { SPEECH_STATUSES, type SpeechStatus, type SpeechTask } from "../api/speech.js";
 import { linePoints } from "../engine/pricing.js";
 import { MaterialError } from "../engine/staging.js";
 import { expectedSpeechMs } from "../engine/tracker.js";
@@ -24,6 +25,13 @@ export const speechService: SpeechService = {
   get: (clients, taskId, call) => clients.speech.getTask(taskId, call),
   getPaid: (clients, taskId, signal) => clients.speech.getTask(taskId, { signal }),
   cancel: (clients, taskId, call) => clients.speech.cancelTask(taskId, call),
+  statuses: new Set(SPEECH_STATUSES),
+  async listNewest(clients, status, limit, call) {
+    const filter = status ? { statuses: [status as SpeechStatus] } : {};
+    const walk = clients.speech.listTasks({ ...filter, limit: Math.min(100, limit) }, call);
+    const { items, end } = await takeList(walk, limit);
+    return { items, ...(end && !end.complete ? { warning: incompleteWarning("speech tasks", end) } : {}) };
+  },
   track: (trackers, taskId, createdAt, onUpdate, hint) =>
     trackers.speech.track(taskId, createdAt, onUpdate, hint),
   // No hint for a line: its first look is at once, by one list for all the lines created
@@ -34,6 +42,8 @@ export const speechService: SpeechService = {
   status: (task) => task.status,
   createdAt: (task) => task.created_at,
   resultUrl: (task) => task.output_url,
+  detail: (task) => `attempt ${task.attempt}/${task.max_attempts}`,
+  errorMessage: (task) => task.error_message || undefined,
   failure: (task) => ({ code: "task_failed", message: task.error_message || "the task failed" }),
   // A speech task states its own cost from the start.
   statedCost: (task) => task.point_cost,

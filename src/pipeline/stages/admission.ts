@@ -5,13 +5,13 @@ import { randomUUID } from "node:crypto";
 import { dirname } from "node:path";
 import pLimit from "p-limit";
 import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
-import { basePoints, UPSCALE_TIERS } from "../../api/video.js";
 import { CallbackListener } from "../../engine/callbacks.js";
 import type { PointsLedger } from "../../engine/ledger.js";
 import { damagedMessage, isDamagedState, type RepairInput } from "../../engine/repair.js";
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
 import { type Job, unfitted, type VideoJob } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
+import { serviceFor } from "../../services/index.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
 import { traceStart } from "../../trace.js";
@@ -340,17 +340,18 @@ function repairInput(ctx: RunContext, located: LocatedRun, jobs: readonly Job[])
   return {
     refuse: (state) => checkOwner(state, located).refuse,
     jobs: new Map(
-      jobs.map((job) => [
-        job.id,
-        {
-          kind: job.kind,
-          fingerprint: job.fingerprint,
-          estimate: job.points ?? 0,
-          ...(job.kind === "video" && UPSCALE_TIERS.includes(job.tier)
-            ? { fallbackPoints: basePoints(job.duration) }
-            : {}),
-        },
-      ]),
+      jobs.map((job) => {
+        const fallbackPoints = serviceFor(job.kind).fallbackPoints(job);
+        return [
+          job.id,
+          {
+            kind: job.kind,
+            fingerprint: job.fingerprint,
+            estimate: job.points ?? 0,
+            ...(fallbackPoints !== undefined ? { fallbackPoints } : {}),
+          },
+        ];
+      }),
     ),
     keyOf: (epoch, jobId, fingerprint, n) => idempotencyKey(name, epoch, jobId, fingerprint, n),
     onRepaired: (r) =>
