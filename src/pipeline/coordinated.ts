@@ -20,7 +20,7 @@ import type { Sharing } from "../engine/limiter.js";
 import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
 import type { Sightings } from "../engine/tracker.js";
 import type { BudgetPool } from "../manifest/index.js";
-import { DEFAULT_SEAMS } from "./context.js";
+import { DEFAULT_SEAMS } from "../run/context.js";
 import { isS3State } from "./state-location.js";
 import type { LedgerInput, Seams } from "./types.js";
 

@@ -5,9 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { expectedSpeechMs, expectedVideoMs } from "../../src/engine/tracker.js";
-import { nominalMs } from "../../src/pipeline/jobs.js";
 import { plan } from "../../src/pipeline/plan.js";
-import { longestFirst } from "../../src/pipeline/stages/execute.js";
+import { nominalMs } from "../../src/run/jobs.js";
+import { longestFirst } from "../../src/run/stages/execute.js";
 
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));

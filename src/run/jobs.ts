@@ -40,6 +40,7 @@ import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState 
 import { TaskUnreadableError } from "../engine/tracker.js";
 import { type Job, unfitted } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
+import type { StateStore } from "../pipeline/types.js";
 import {
   type BodyInputs,
   type ServiceTask,
@@ -51,7 +52,6 @@ import {
 } from "../services/index.js";
 import { OutputError, type Sink, type Written } from "../sinks/sink.js";
 import { traceStart } from "../trace.js";
-import type { StateStore } from "./types.js";
 
 /** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
 const COLLECT_TRIES = 3;

@@ -1,4 +1,4 @@
-// Stage 4, execute: every job's life (src/pipeline/jobs.ts) under its service's in-flight limit,
+// Stage 4, execute: every job's life (src/run/jobs.ts) under its service's in-flight limit,
 // all jobs started together; the tasks no job follows any more (edited-away versions, removed rows)
 // followed to their end; `--max-failures` watched as jobs end; and a stop honoured with a short
 // grace for requests still queued.
@@ -14,11 +14,11 @@ import {
   unfitted,
   type VideoJob,
 } from "../../manifest/index.js";
+import { logFitted, narrationOf } from "../../pipeline/fitting.js";
+import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../../pipeline/types.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import type { RunContext } from "../context.js";
-import { logFitted, narrationOf } from "../fitting.js";
 import { errorInfo, JobRunner, nominalMs } from "../jobs.js";
-import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 import type { Prepared } from "./prepare.js";

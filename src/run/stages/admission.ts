@@ -11,30 +11,30 @@ import { damagedMessage, isDamagedState, type RepairInput } from "../../engine/r
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
 import { type Job, unfitted, type VideoJob } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
-import { serviceFor } from "../../services/index.js";
-import { StateStoreError } from "../../sinks/s3-journal.js";
-import { OutputError, type Sink } from "../../sinks/sink.js";
-import { traceStart } from "../../trace.js";
-import { type Admission, admit, declaration, shardsTable } from "../admit.js";
-import { matchesOnly, type RunContext } from "../context.js";
-import { fitFromState, logFitted } from "../fitting.js";
-import { errorInfo, idempotencyKey } from "../jobs.js";
+import { type Admission, admit, declaration, shardsTable } from "../../pipeline/admit.js";
+import { fitFromState, logFitted } from "../../pipeline/fitting.js";
 import {
   checkOutputOwner,
   checkOwner,
   type LocatedRun,
   manifestFromState,
   recordOutputOwner,
-} from "../locate.js";
-import { type PlanResult, plan } from "../plan.js";
-import { inShard, type Shard } from "../shard.js";
+} from "../../pipeline/locate.js";
+import { type PlanResult, plan } from "../../pipeline/plan.js";
+import { inShard, type Shard } from "../../pipeline/shard.js";
 import {
   type LedgerInput,
   type PoolStanding,
   type RunOutcome,
   runLedgerKey,
   type StateStore,
-} from "../types.js";
+} from "../../pipeline/types.js";
+import { serviceFor } from "../../services/index.js";
+import { StateStoreError } from "../../sinks/s3-journal.js";
+import { OutputError, type Sink } from "../../sinks/sink.js";
+import { traceStart } from "../../trace.js";
+import { matchesOnly, type RunContext } from "../context.js";
+import { errorInfo, idempotencyKey } from "../jobs.js";
 import type { Opened } from "./open.js";
 
 export interface Admitted {
