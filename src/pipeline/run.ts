@@ -9,7 +9,7 @@
 import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
 import { ServiceGate } from "../engine/limiter.js";
 import { RunContext } from "../run/context.js";
-import { errorInfo } from "../run/jobs.js";
+import { errorInfo } from "../run/errors.js";
 import { admitRun } from "../run/stages/admission.js";
 import { execute } from "../run/stages/execute.js";
 import { finish } from "../run/stages/finish.js";
@@ -21,7 +21,7 @@ import { DEFAULT_LIMITS, type RunOptions, type RunOutcome } from "./types.js";
 
 export { outputKey } from "../manifest/outputs.js";
 export { DEFAULT_SEAMS } from "../run/context.js";
-export { idempotencyKey } from "../run/jobs.js";
+export { idempotencyKey } from "../run/idempotency.js";
 export { tooManyFailures } from "../run/stages/execute.js";
 export type { BudgetRow } from "./admit.js";
 export { defaultStatePath } from "./locate.js";

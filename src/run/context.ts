@@ -19,7 +19,7 @@ import { outputs } from "../pipeline/outputs.js";
 import { isS3State } from "../pipeline/state-location.js";
 import type { RunOptions, RunOutcome, Seams, StateStore } from "../pipeline/types.js";
 import { serviceFor } from "../services/index.js";
-import { errorInfo } from "./jobs.js";
+import { errorInfo } from "./errors.js";
 
 /** How long a service may answer nothing but 5xx and 429 before the run stops for it (exit 6). */
 const REFUSING_MS = 60_000;

@@ -30,14 +30,14 @@ export interface BodyInputs {
   callback?: { url: string; token: string } | undefined;
 }
 
-export interface CreateCall {
+interface CreateCall {
   idempotencyKey: string;
   signal: AbortSignal;
   rank?: number;
   queueSignal?: AbortSignal;
 }
 
-export interface TaskFailure {
+interface TaskFailure {
   code: string;
   message: string;
 }
@@ -145,7 +145,7 @@ export function serviceFor(kind: Kind): TaskService {
 }
 
 /** What jobs of each kind have, as a table: one entry a kind, looked up by the job's kind. */
-export type ByKind<R> = { readonly [K in Kind]: (job: Extract<Job, { kind: K }>) => R };
+type ByKind<R> = { readonly [K in Kind]: (job: Extract<Job, { kind: K }>) => R };
 
 /** `table`'s entry for the job's kind, given the job. */
 export function byKind<R>(job: Job, table: ByKind<R>): R {

@@ -34,7 +34,8 @@ import { StateStoreError } from "../../sinks/s3-journal.js";
 import { OutputError, type Sink } from "../../sinks/sink.js";
 import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext } from "../context.js";
-import { errorInfo, idempotencyKey } from "../jobs.js";
+import { errorInfo } from "../errors.js";
+import { idempotencyKey } from "../idempotency.js";
 import type { Opened } from "./open.js";
 
 export interface Admitted {

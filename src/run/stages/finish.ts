@@ -6,7 +6,7 @@ import { buildReport, reportsFolder, writeReports } from "../../pipeline/report.
 import { inShard } from "../../pipeline/shard.js";
 import type { RunOutcome, StoppedBy } from "../../pipeline/types.js";
 import type { RunContext } from "../context.js";
-import { errorInfo } from "../jobs.js";
+import { errorInfo } from "../errors.js";
 import type { Admitted } from "./admission.js";
 import type { Executed } from "./execute.js";
 import type { Opened } from "./open.js";

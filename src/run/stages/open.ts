@@ -9,7 +9,7 @@ import type { RunOutcome } from "../../pipeline/types.js";
 import type { Sink } from "../../sinks/sink.js";
 import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
-import { errorInfo } from "../jobs.js";
+import { errorInfo } from "../errors.js";
 
 export interface Opened {
   located: LocatedRun;

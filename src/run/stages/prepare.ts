@@ -18,7 +18,7 @@ import type { RunOutcome, StateStore } from "../../pipeline/types.js";
 import { jobsOf, type VoiceRef, voiceHash } from "../../services/index.js";
 import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
-import { errorInfo } from "../jobs.js";
+import { errorInfo } from "../errors.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 
