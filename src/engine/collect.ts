@@ -8,6 +8,7 @@ import type { Download, HttpClient } from "../api/http.js";
 import { linkedSignal } from "../api/signal.js";
 import { ResultTooLargeError } from "../results/errors.js";
 import { asBuffer, type MediaChecker, mediaChecker } from "../results/stream-check.js";
+import { serviceFor } from "../services/index.js";
 import type { Sink, Written } from "../sinks/sink.js";
 
 export interface ResultSpec {
@@ -63,7 +64,7 @@ export async function storeResult(
   try {
     written = await sink.write(spec.key, body, {
       ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
-      contentType: spec.kind === "video" ? "video/mp4" : "audio/wav",
+      contentType: serviceFor(spec.kind).contentType,
       metadata: spec.metadata,
       signal,
       // Every byte has passed through the check by now; this throws if any check failed.

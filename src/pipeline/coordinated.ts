@@ -19,8 +19,8 @@ import { LocalLedger, type PointsLedger } from "../engine/ledger.js";
 import type { Sharing } from "../engine/limiter.js";
 import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
 import type { BudgetPool } from "../manifest/index.js";
+import { DEFAULT_SEAMS } from "../run/context.js";
 import type { Sightings } from "../tracking/track.js";
-import { DEFAULT_SEAMS } from "./context.js";
 import { isS3State } from "./state-location.js";
 import type { LedgerInput, Seams } from "./types.js";
 

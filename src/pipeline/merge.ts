@@ -10,6 +10,7 @@ import type { Job } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
 import { countJobs, type Report, type ReportJob, type ShardSummary, statusOver } from "../report/model.js";
 import { reportsFolder } from "../report/writing.js";
+import { serviceFor } from "../services/index.js";
 import type { Sink } from "../sinks/sink.js";
 import { MAX_SHARDS, type Shard, shardOf } from "./shard.js";
 
@@ -129,6 +130,7 @@ async function fromStore(sink: Sink, job: Job): Promise<ReportJob> {
   const found = await sink.stat(key);
   const meta = found?.metadata;
   const made = found !== undefined && meta?.fingerprint === job.fingerprint && meta.sha256 !== undefined;
+  const requested = serviceFor(job.kind).requested(job);
   return {
     id: job.id,
     kind: job.kind,
@@ -142,7 +144,7 @@ async function fromStore(sink: Sink, job: Job): Promise<ReportJob> {
     error: null,
     source: `${job.file}:${job.line}`,
     elapsed_seconds: 0,
-    ...(job.kind === "video" ? { requested_resolution: job.tier } : {}),
+    ...(requested !== undefined ? { requested_resolution: requested } : {}),
     ...(made ? {} : { stage: "pending" as const }),
   };
 }

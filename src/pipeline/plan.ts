@@ -4,12 +4,12 @@
 // Never creates a task, never writes the state.
 import type { PointsSummary } from "../api/common.js";
 import { type Clients, collectList, type ListResult } from "../api/index.js";
-import { speechPoints } from "../api/speech.js";
 import type { ResolutionTier } from "../api/video.js";
 import { PriceError, priceFrom, SpeechDisabledError } from "../engine/pricing.js";
 import { type JobState, openAttempt, paidNotStored, type RunRecord, type RunState } from "../engine/state.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
+import { jobsOf, serviceFor } from "../services/index.js";
 import { traceStart } from "../trace.js";
 import { admit, declaration, type StoreEntry } from "./admit.js";
 import { inShard, type Shard } from "./shard.js";
@@ -88,7 +88,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
       errors,
       found.filter((p) => p.severity === "error"),
     );
-  const lines = loaded.jobs.filter((j) => j.kind === "speech");
+  const lines = jobsOf(loaded.jobs, "speech");
   // A price the service states that cannot be used is its fault, not the manifest's: said once the
   // manifest itself is sound (exit 6), and only when there are lines to price.
   if (lines.length > 0) omittedErrors += keepBounded(errors, speechOff);
@@ -200,17 +200,16 @@ function tally(jobs: readonly Job[]): {
   let speech: number | null = 0;
   let countedChars = 0;
   const byResolution: PlanResult["byResolution"] = {};
-  for (const job of jobs) {
-    if (job.kind === "video") {
-      video += job.points ?? 0;
-      const entry = byResolution[job.tier] ?? { jobs: 0, points: 0 };
-      byResolution[job.tier] = entry;
-      entry.jobs += 1;
-      entry.points += job.points ?? 0;
-    } else {
-      countedChars += job.countedChars;
-      speech = job.points === null || speech === null ? null : speech + job.points;
-    }
+  for (const job of jobsOf(jobs, "video")) {
+    video += job.points ?? 0;
+    const entry = byResolution[job.tier] ?? { jobs: 0, points: 0 };
+    byResolution[job.tier] = entry;
+    entry.jobs += 1;
+    entry.points += job.points ?? 0;
+  }
+  for (const job of jobsOf(jobs, "speech")) {
+    countedChars += job.countedChars;
+    speech = job.points === null || speech === null ? null : speech + job.points;
   }
   return { video, speech, byResolution, countedChars };
 }
@@ -256,9 +255,12 @@ export async function allInOrder<T extends readonly unknown[]>(
 /** A manifest loaded without a speech price, with its lines priced now. */
 function priced(loaded: LoadedManifest, price: number | null): LoadedManifest {
   if (price === null) return loaded;
-  const jobs = loaded.jobs.map((job) =>
-    job.kind === "speech" ? { ...job, points: speechPoints(job.request.text, price) } : job,
-  );
+  // Only a service priced at run time has jobs whose points wait for the price.
+  const perTen = { perTen: price, version: 0 };
+  const jobs = loaded.jobs.map((job) => {
+    const service = serviceFor(job.kind);
+    return service.pricedAtCreate ? { ...job, points: service.estimate(job, perTen) } : job;
+  });
   return { ...loaded, jobs };
 }
 
@@ -269,13 +271,12 @@ async function serviceChecks(
   clients: Pick<Clients, "video" | "speech">,
   call: { signal?: AbortSignal },
 ): Promise<Problem[]> {
-  const problems: Problem[] = [];
-  const wantsPreset = jobs.some((j) => j.kind === "speech" && j.voice.source === "preset");
-  const wantsCustom = jobs.some((j) => j.kind === "speech" && j.voice.source === "custom");
+  const lines = jobsOf(jobs, "speech");
+  const shots = jobsOf(jobs, "video");
+  const wantsPreset = lines.some((j) => j.voice.source === "preset");
+  const wantsCustom = lines.some((j) => j.voice.source === "custom");
   const externalSkills = new Set(
-    jobs.flatMap((j) =>
-      j.kind === "video" && j.skill && !manifestSkills.includes(j.skill.name) ? [j.skill.name] : [],
-    ),
+    shots.flatMap((j) => (j.skill && !manifestSkills.includes(j.skill.name) ? [j.skill.name] : [])),
   );
   const none = { items: [], total: 0, complete: true };
   const [preset, custom, skills] = await Promise.all([
@@ -289,41 +290,48 @@ async function serviceChecks(
     preset: new Set(preset.items.map((v) => v.voice_id)),
     custom: new Set(custom.items.map((v) => v.voice_id)),
   };
-  for (const job of jobs) {
+  // Found per job, then said in the manifest's order.
+  const found = new Map<Job, Problem>();
+  for (const job of lines) {
+    if (job.voice.source !== "preset" && job.voice.source !== "custom") continue;
+    const { source, voiceId } = job.voice;
+    if (ids[source].has(voiceId)) continue;
     const at = { file: job.file, line: job.line };
-    if (job.kind === "speech" && (job.voice.source === "preset" || job.voice.source === "custom")) {
-      const { source, voiceId } = job.voice;
-      if (!ids[source].has(voiceId)) {
-        problems.push(
-          unlisted(
-            at,
-            "voice",
-            voices[source],
-            `${source} voice ${JSON.stringify(voiceId)}`,
-            `${source} voices`,
-          ) ?? {
-            severity: "error",
-            ...at,
-            field: "voice",
-            message: `the service has no ${source} voice ${JSON.stringify(voiceId)} (see clapper voices list${source === "custom" ? " --custom" : ""})`,
-          },
-        );
-      }
-    }
-    if (job.kind === "video" && job.skill && externalSkills.has(job.skill.name)) {
-      const name = job.skill.name;
-      if (!skills.items.some((s) => s.id === name || s.name === name)) {
-        problems.push(
-          unlisted(at, "skill", skills, `skill ${JSON.stringify(name)}`, "skills") ?? {
-            severity: "error",
-            ...at,
-            field: "skill",
-            message: `no skill ${JSON.stringify(name)} in the manifest's skills or on the service (see clapper skills list)`,
-          },
-        );
-      }
-    }
+    found.set(
+      job,
+      unlisted(
+        at,
+        "voice",
+        voices[source],
+        `${source} voice ${JSON.stringify(voiceId)}`,
+        `${source} voices`,
+      ) ?? {
+        severity: "error",
+        ...at,
+        field: "voice",
+        message: `the service has no ${source} voice ${JSON.stringify(voiceId)} (see clapper voices list${source === "custom" ? " --custom" : ""})`,
+      },
+    );
   }
+  for (const job of shots) {
+    const name = job.skill?.name;
+    if (name === undefined || !externalSkills.has(name)) continue;
+    if (skills.items.some((s) => s.id === name || s.name === name)) continue;
+    const at = { file: job.file, line: job.line };
+    found.set(
+      job,
+      unlisted(at, "skill", skills, `skill ${JSON.stringify(name)}`, "skills") ?? {
+        severity: "error",
+        ...at,
+        field: "skill",
+        message: `no skill ${JSON.stringify(name)} in the manifest's skills or on the service (see clapper skills list)`,
+      },
+    );
+  }
+  const problems = jobs.flatMap((job) => {
+    const problem = found.get(job);
+    return problem ? [problem] : [];
+  });
   // One message per row, however many takes it has.
   const seen = new Set<string>();
   return problems.filter((p) => {

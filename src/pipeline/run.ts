@@ -8,24 +8,24 @@
 //   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
 import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
 import { ServiceGate } from "../engine/limiter.js";
-import { RunContext } from "./context.js";
+import { RunContext } from "../run/context.js";
+import { errorInfo } from "../run/errors.js";
+import { admitRun } from "../run/stages/admission.js";
+import { execute } from "../run/stages/execute.js";
+import { finish } from "../run/stages/finish.js";
+import { openRun } from "../run/stages/open.js";
+import { prepare } from "../run/stages/prepare.js";
 import { ProgressFeed } from "./feed.js";
 import { Halt } from "./halt.js";
-import { errorInfo } from "./jobs.js";
-import { admitRun } from "./stages/admission.js";
-import { execute } from "./stages/execute.js";
-import { finish } from "./stages/finish.js";
-import { openRun } from "./stages/open.js";
-import { prepare } from "./stages/prepare.js";
 import { DEFAULT_LIMITS, type RunOptions, type RunOutcome } from "./types.js";
 
 export { outputKey } from "../manifest/outputs.js";
+export { DEFAULT_SEAMS } from "../run/context.js";
+export { idempotencyKey } from "../run/idempotency.js";
+export { tooManyFailures } from "../run/stages/execute.js";
 export type { BudgetRow } from "./admit.js";
-export { DEFAULT_SEAMS } from "./context.js";
-export { idempotencyKey, videoCost } from "./jobs.js";
 export { defaultStatePath } from "./locate.js";
 export { outputs } from "./outputs.js";
-export { tooManyFailures } from "./stages/execute.js";
 export * from "./types.js";
 
 /** The run, and its last word in the log whatever the way out. */

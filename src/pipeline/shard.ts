@@ -4,6 +4,7 @@
 // name it stay together (the lines of a shot are reviewed, and will be timed, with it).
 import { createHash } from "node:crypto";
 import type { Job } from "../manifest/index.js";
+import { serviceFor } from "../services/index.js";
 
 /** Shard `index` of `total`, 1-based as Playwright and Jest count them. */
 export interface Shard {
@@ -31,8 +32,8 @@ export function shardLabel(shard: Shard): string {
 
 /** The group a job is placed by: its shot (takes and the lines that name the shot), else itself. */
 export function shardKey(job: Job): string {
-  if (job.kind === "video") return `shot/${job.rowId}`;
-  return job.shot !== undefined ? `shot/${job.shot}` : job.id;
+  const shot = serviceFor(job.kind).shot(job);
+  return shot !== undefined ? `shot/${shot}` : job.id;
 }
 
 /** The shard (1-based) a job belongs to when the manifest is split in `total`. */

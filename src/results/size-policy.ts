@@ -31,7 +31,7 @@ interface LimitInputs {
   speech: { countedChars: number; speed: number };
 }
 
-type ResultLimitJob<K extends MediaKind = MediaKind> = { [P in K]: { kind: P } & LimitInputs[P] }[K];
+export type ResultLimitJob<K extends MediaKind = MediaKind> = { [P in K]: { kind: P } & LimitInputs[P] }[K];
 
 const LIMITS: { [K in MediaKind]: (job: LimitInputs[K]) => number } = {
   video(job) {

@@ -4,6 +4,7 @@ import type { Clients } from "../../../api/index.js";
 import { openAttempt } from "../../../engine/state.js";
 import type { LocatedRun } from "../../../pipeline/locate.js";
 import type { Shard } from "../../../pipeline/shard.js";
+import { serviceFor } from "../../../services/index.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { locate, neverRun, ownState } from "../run/state.js";
 import { ENDED, outcomeOf } from "../tasks/statuses.js";
@@ -50,18 +51,18 @@ export async function cancelRun(o: {
   try {
     const opts = o.signal ? { signal: o.signal } : {};
     for (const { job, taskId } of open) {
-      const service = job.kind === "video" ? clients.video : clients.speech;
+      const service = serviceFor(job.kind);
       const row = { job: job.id, task_id: taskId };
       try {
-        const { status } = await service.cancelTask(taskId, opts);
+        const { status } = await service.cancel(clients, taskId, opts);
         rows.push({ ...row, status, outcome: outcomeOf(status) });
       } catch (error) {
         // The service cannot be reached or will not serve: no other task will fare better; say so
         // at the top (exit 6).
         if (error instanceof ConnectionError || isUnavailable(error)) throw error;
         // Refused: it may have ended before (nothing to cancel), or be past cancelling.
-        const task = await service.getTask(taskId, opts).catch(() => undefined);
-        const status = task?.status ?? "unknown";
+        const task = await service.get(clients, taskId, opts).catch(() => undefined);
+        const status = task ? service.status(task) : "unknown";
         rows.push(
           ENDED.has(status)
             ? { ...row, status, outcome: "ended" }

@@ -4,6 +4,7 @@ import { RESOLUTIONS } from "../../../api/video.js";
 import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/index.js";
 import type { JobNext, PlanResult } from "../../../pipeline/plan.js";
 import { shardOf } from "../../../pipeline/shard.js";
+import { byKind, jobsOf } from "../../../services/index.js";
 import type { PlanNext } from "./state.js";
 
 /** Auto shots whose estimated duration the text plan names; `--json` has every one. */
@@ -91,22 +92,23 @@ export function planJson(r: PlanResult, shards?: number, next?: PlanNext) {
       fingerprint: j.fingerprint,
       ...(total !== undefined ? { shard: shardOf(j, total) } : {}),
       source: `${j.file}:${j.line}`,
-      ...(j.kind === "video"
-        ? {
-            resolution: j.tier,
-            duration: j.duration,
-            // Timed to its narration: the duration and points are estimates until its lines exist.
-            ...(j.auto
-              ? {
-                  auto: {
-                    lines: j.auto.lines,
-                    estimated: j.auto.fitted === undefined,
-                    max_points: j.auto.maxPoints,
-                  },
-                }
-              : {}),
-          }
-        : { counted_characters: j.countedChars }),
+      ...byKind<object>(j, {
+        video: (shot) => ({
+          resolution: shot.tier,
+          duration: shot.duration,
+          // Timed to its narration: the duration and points are estimates until its lines exist.
+          ...(shot.auto
+            ? {
+                auto: {
+                  lines: shot.auto.lines,
+                  estimated: shot.auto.fitted === undefined,
+                  max_points: shot.auto.maxPoints,
+                },
+              }
+            : {}),
+        }),
+        speech: (line) => ({ counted_characters: line.countedChars }),
+      }),
       ...nextJson(next?.jobs.get(j.id)),
     })),
     points: r.points,
@@ -169,8 +171,8 @@ export function renderPlan(r: PlanResult, shards?: number, next?: PlanNext): str
     // The estimates themselves, a shot (not a take) each: enough to see what the narration asks for.
     const seen = new Set<string>();
     const estimates: string[] = [];
-    for (const job of r.jobs) {
-      if (job.kind !== "video" || !job.auto || job.auto.fitted !== undefined || seen.has(job.rowId)) continue;
+    for (const job of jobsOf(r.jobs, "video")) {
+      if (!job.auto || job.auto.fitted !== undefined || seen.has(job.rowId)) continue;
       seen.add(job.rowId);
       estimates.push(`${job.rowId} ~${job.duration} s`);
     }

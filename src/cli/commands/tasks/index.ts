@@ -1,23 +1,23 @@
 // `clapper tasks ...`: look at (and cancel) what a run left behind, on both services.
+import { ClapperApiError, isUnavailable, NotFoundError } from "../../../api/index.js";
 import {
-  ClapperApiError,
-  type Clients,
-  incompleteWarning,
-  isUnavailable,
-  MAX_LIST_PAGES,
-  NotFoundError,
-  takeList,
-} from "../../../api/index.js";
-import type { SpeechStatus, SpeechTask } from "../../../api/speech.js";
-import type { VideoStatus, VideoTask } from "../../../api/video.js";
+  type Kind,
+  type ServiceClients,
+  type ServiceTask,
+  serviceFor,
+  type TaskService,
+} from "../../../services/index.js";
 import type { Listed } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import { date, table } from "../../output.js";
+import { ENDED, outcomeOf, SPEECH_STATUSES, VIDEO_STATUSES } from "./statuses.js";
 
-export type TaskKind = "video" | "speech";
+export { TASK_STATUSES } from "./statuses.js";
+
+export type TaskKind = Kind;
 
 export interface TasksOptions {
-  clients: Pick<Clients, "video" | "speech">;
+  clients: ServiceClients;
   signal?: AbortSignal;
 }
 
@@ -33,34 +33,24 @@ export interface TaskRow {
   url?: string;
 }
 
-function videoRow(t: VideoTask): TaskRow {
+function rowOf(service: TaskService, t: ServiceTask): TaskRow {
+  const points = service.statedCost(t);
+  const error = service.errorMessage(t);
+  const url = service.resultUrl(t);
   return {
-    kind: "video",
-    id: t.id,
-    status: t.status,
-    created_at: t.created_at,
-    detail: `${t.resolution} ${t.duration}s ${t.ratio}`,
-    ...(t.error?.message ? { error: String(t.error.message) } : {}),
-    ...(t.content?.url ? { url: t.content.url } : {}),
+    kind: service.kind,
+    id: service.id(t),
+    status: service.status(t),
+    created_at: service.createdAt(t),
+    detail: service.detail(t),
+    ...(points !== undefined ? { points } : {}),
+    ...(error ? { error } : {}),
+    ...(url ? { url } : {}),
   };
 }
 
-function speechRow(t: SpeechTask): TaskRow {
-  return {
-    kind: "speech",
-    id: t.task_id,
-    status: t.status,
-    created_at: t.created_at,
-    detail: `attempt ${t.attempt}/${t.max_attempts}`,
-    points: t.point_cost,
-    ...(t.error_message ? { error: t.error_message } : {}),
-    ...(t.output_url ? { url: t.output_url } : {}),
-  };
-}
-
-import { ENDED, outcomeOf, SPEECH_STATUSES, VIDEO_STATUSES } from "./statuses.js";
-
-export { TASK_STATUSES } from "./statuses.js";
+/** Both services, in the order they are listed and asked. */
+const KINDS: readonly Kind[] = ["video", "speech"];
 
 export async function listTasks(
   o: TasksOptions & { kind?: TaskKind; status?: string; limit: number },
@@ -75,91 +65,36 @@ export async function listTasks(
   const opts = o.signal ? { signal: o.signal } : {};
   const rows: TaskRow[] = [];
   const warnings: string[] = [];
-  if (o.kind !== "speech" && (o.status === undefined || VIDEO_STATUSES.has(o.status))) {
-    const filter = o.status ? { status: o.status as VideoStatus } : {};
-    const videos = await newestVideos(o.clients.video, filter, o.limit, opts);
-    for (const t of videos.items) rows.push(videoRow(t));
-    if (!videos.complete) warnings.push(incompleteWarning("video tasks", videos));
-  }
-  if (o.kind !== "video" && (o.status === undefined || SPEECH_STATUSES.has(o.status))) {
-    const filter = o.status ? { statuses: [o.status as SpeechStatus] } : {};
-    const walk = o.clients.speech.listTasks({ ...filter, limit: Math.min(100, o.limit) }, opts);
-    const { items, end } = await takeList(walk, o.limit);
-    for (const t of items) rows.push(speechRow(t));
-    if (end && !end.complete) warnings.push(incompleteWarning("speech tasks", end));
+  for (const service of (o.kind ? [o.kind] : KINDS).map(serviceFor)) {
+    if (o.status !== undefined && !service.statuses.has(o.status)) continue;
+    const listed = await service.listNewest(o.clients, o.status, o.limit, opts);
+    for (const t of listed.items) rows.push(rowOf(service, t));
+    if (listed.warning) warnings.push(listed.warning);
   }
   return { items: rows.sort((a, b) => b.created_at - a.created_at).slice(0, o.limit), warnings };
-}
-
-/** Items asked for per page of the video list: the most it gives. */
-const VIDEO_PAGE = 100;
-
-/**
- * At least the `limit` newest video tasks (fewer when there are fewer), each once. The spec states
- * no order for the video list: the first page shows which way this service lists, and the pages
- * are read from the end that holds the newest tasks. Every task read is returned; the caller
- * sorts. `complete` says whether the tasks read hold the `limit` newest (or all of them).
- */
-async function newestVideos(
-  video: Clients["video"],
-  filter: { status?: VideoStatus },
-  limit: number,
-  opts: { signal?: AbortSignal },
-): Promise<{ items: VideoTask[]; total: number; seen: number; complete: boolean }> {
-  const first = await video.listPage(1, { ...filter, pageSize: VIDEO_PAGE }, opts);
-  const found = new Map(first.items.map((t) => [t.id, t]));
-  const total = first.total;
-  // A first page shorter than asked and than the list shows the size the service serves. The
-  // other pages are asked at that size, where the service places them whether it counts pages by
-  // the size asked or by the size served (asked at 100, page 3 would start at task 200 or at 8).
-  const served = Math.max(1, first.items.length);
-  const size = served < Math.min(VIDEO_PAGE, total) ? served : VIDEO_PAGE;
-  const pages = first.items.length === 0 ? 1 : Math.min(MAX_LIST_PAGES, Math.ceil(total / size));
-  const head = first.items[0]?.created_at ?? 0;
-  const oldestFirst = head < (first.items.at(-1)?.created_at ?? 0);
-  // Listed oldest first, the first page holds the oldest tasks: only later pages count to the limit.
-  let counted = oldestFirst ? 0 : found.size;
-  for (let i = 2; i <= pages && counted < limit; i++) {
-    const list = await video.listPage(oldestFirst ? pages + 2 - i : i, { ...filter, pageSize: size }, opts);
-    const before = found.size;
-    for (const t of list.items) found.set(t.id, t);
-    // An empty page, or one of tasks read already, ends the walk: the rest cannot be reached.
-    if (found.size === before) break;
-    counted += found.size - before;
-  }
-  const complete = found.size >= total || counted >= Math.min(limit, total);
-  return { items: [...found.values()], total, seen: found.size, complete };
 }
 
 /** Asks the named service, or both in turn when the kind is not given. */
 async function eitherKind<T>(
   kind: TaskKind | undefined,
   id: string,
-  video: () => Promise<T>,
-  speech: () => Promise<T>,
+  ask: (service: TaskService) => Promise<T>,
 ): Promise<T> {
-  if (kind === "video") return video();
-  if (kind === "speech") return speech();
-  try {
-    return await video();
-  } catch (error) {
-    if (!(error instanceof NotFoundError)) throw error;
+  if (kind) return ask(serviceFor(kind));
+  for (const service of KINDS.map(serviceFor)) {
+    try {
+      return await ask(service);
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+    }
   }
-  try {
-    return await speech();
-  } catch (error) {
-    if (error instanceof NotFoundError) throw new ExitError(1, `no video or speech task ${id}`);
-    throw error;
-  }
+  throw new ExitError(1, `no video or speech task ${id}`);
 }
 
 export async function getTask(o: TasksOptions & { id: string; kind?: TaskKind }): Promise<TaskRow> {
   const opts = o.signal ? { signal: o.signal } : {};
-  return eitherKind(
-    o.kind,
-    o.id,
-    async () => videoRow(await o.clients.video.getTask(o.id, opts)),
-    async () => speechRow(await o.clients.speech.getTask(o.id, opts)),
+  return eitherKind(o.kind, o.id, async (service) =>
+    rowOf(service, await service.get(o.clients, o.id, opts)),
   );
 }
 
@@ -178,39 +113,20 @@ function refusal(error: unknown): boolean {
 
 export async function cancelTask(o: TasksOptions & { id: string; kind?: TaskKind }): Promise<CancelledTask> {
   const opts = o.signal ? { signal: o.signal } : {};
-  const one = async (
-    kind: TaskKind,
-    cancel: () => Promise<{ status: string }>,
-    look: () => Promise<{ status: string }>,
-  ): Promise<CancelledTask> => {
+  return eitherKind<CancelledTask>(o.kind, o.id, async (service) => {
+    const kind = service.kind;
     try {
-      const { status } = await cancel();
+      const { status } = await service.cancel(o.clients, o.id, opts);
       return { kind, id: o.id, status, outcome: outcomeOf(status) };
     } catch (error) {
       // Refused: a task that had ended has nothing to cancel, which is no failure; one past
       // cancelling (a line already generating) is, and says so. A service out of reach is neither.
       if (error instanceof NotFoundError || !refusal(error)) throw error;
-      const { status } = await look();
+      const status = service.status(await service.get(o.clients, o.id, opts));
       if (ENDED.has(status)) return { kind, id: o.id, status, outcome: "ended" };
       throw error;
     }
-  };
-  return eitherKind<CancelledTask>(
-    o.kind,
-    o.id,
-    () =>
-      one(
-        "video",
-        () => o.clients.video.cancelTask(o.id, opts),
-        () => o.clients.video.getTask(o.id, opts),
-      ),
-    () =>
-      one(
-        "speech",
-        () => o.clients.speech.cancelTask(o.id, opts),
-        () => o.clients.speech.getTask(o.id, opts),
-      ),
-  );
+  });
 }
 
 export function renderCancelled(r: CancelledTask): string {

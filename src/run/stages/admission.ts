@@ -5,36 +5,37 @@ import { randomUUID } from "node:crypto";
 import { dirname } from "node:path";
 import pLimit from "p-limit";
 import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
-import { basePoints, UPSCALE_TIERS } from "../../api/video.js";
 import { CallbackListener } from "../../engine/callbacks.js";
 import type { PointsLedger } from "../../engine/ledger.js";
 import { damagedMessage, isDamagedState, type RepairInput } from "../../engine/repair.js";
 import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
 import { type Job, unfitted, type VideoJob } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
-import { StateStoreError } from "../../sinks/s3-journal.js";
-import { OutputError, type Sink } from "../../sinks/sink.js";
-import { traceStart } from "../../trace.js";
-import { type Admission, admit, declaration, shardsTable } from "../admit.js";
-import { matchesOnly, type RunContext } from "../context.js";
-import { fitFromState, logFitted } from "../fitting.js";
-import { errorInfo, idempotencyKey } from "../jobs.js";
+import { type Admission, admit, declaration, shardsTable } from "../../pipeline/admit.js";
+import { fitFromState, logFitted } from "../../pipeline/fitting.js";
 import {
   checkOutputOwner,
   checkOwner,
   type LocatedRun,
   manifestFromState,
   recordOutputOwner,
-} from "../locate.js";
-import { type PlanResult, plan } from "../plan.js";
-import { inShard, type Shard } from "../shard.js";
+} from "../../pipeline/locate.js";
+import { type PlanResult, plan } from "../../pipeline/plan.js";
+import { inShard, type Shard } from "../../pipeline/shard.js";
 import {
   type LedgerInput,
   type PoolStanding,
   type RunOutcome,
   runLedgerKey,
   type StateStore,
-} from "../types.js";
+} from "../../pipeline/types.js";
+import { serviceFor } from "../../services/index.js";
+import { StateStoreError } from "../../sinks/s3-journal.js";
+import { OutputError, type Sink } from "../../sinks/sink.js";
+import { traceStart } from "../../trace.js";
+import { matchesOnly, type RunContext } from "../context.js";
+import { errorInfo } from "../errors.js";
+import { idempotencyKey } from "../idempotency.js";
 import type { Opened } from "./open.js";
 
 export interface Admitted {
@@ -59,43 +60,10 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const listener = await listen(ctx, statePath);
   if (listener && "exitCode" in listener) return listener;
 
-  // Fencing: a later holder of the coordinator's lock wrote here, so this one's lease ran out.
-  // Tokens of another generation of the coordinator's data (it lost them) are not compared.
-  const fence = opened.lock.fence;
-  const generation = opened.lock.generation;
-  let store: StateStore;
-  try {
-    store = await ctx.seams.openState(statePath, {
-      ...(fence !== undefined ? { fence } : {}),
-      ...(generation !== undefined ? { generation } : {}),
-      ...(options.s3 ? { s3: options.s3 } : {}),
-      ...(options.repairState ? { repair: repairInput(ctx, located, planned.jobs) } : {}),
-    });
-  } catch (error) {
-    if (isDamagedState(error)) {
-      return { exitCode: 2, message: damagedMessage(error, located.manifest.display), statePath };
-    }
-    if (!(error instanceof StateStoreError)) throw error;
-    // Nothing was written and nothing submitted.
-    if (error.kind === "unreachable") ctx.halt.unreachable(error);
-    const exitCode = { unreachable: 6, refused: 2, damaged: 2, superseded: 5 }[error.kind] as 2 | 5 | 6;
-    return { exitCode, message: `${error.message}; nothing was submitted`, statePath };
-  }
-  traceStart("state opened");
-  ctx.store = store;
-  ctx.defer(() => store.close());
-  if (opened.lockLost.aborted) store.freeze();
-  const lostData =
-    generation !== undefined &&
-    store.state.fence_generation !== undefined &&
-    store.state.fence_generation !== generation;
-  if (fence !== undefined && !lostData && (store.state.fence ?? 0) > fence) {
-    return {
-      exitCode: 5,
-      message: `a later holder of the run's lock (fencing token ${store.state.fence}) has written ${statePath}; this process (token ${fence}) stops without writing`,
-      statePath,
-    };
-  }
+  const openedState = await openStore(ctx, opened, planned);
+  if ("exitCode" in openedState) return openedState;
+  const { store, lostData } = openedState;
+  const { fence, generation } = opened.lock;
   const ownership = checkOwner(store.state, located);
   if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
@@ -158,44 +126,8 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
       message: "the budget or the balance is too small: nothing was submitted",
     };
   }
-  // A shard is admitted by holding its whole estimate of the run's shared cap, atomically beside
-  // every other shard's hold, reservations and spending: shards admitted at the same moment cannot
-  // both take the rest.
-  if (shard && maxPoints !== undefined && ctx.seams.holdRun) {
-    const run = {
-      key: runLedgerKey({ state: "", name: located.manifest.name, campaign: store.state.campaign, shard }),
-      name: `${located.manifest.name} (campaign ${store.state.campaign})`,
-      cap: maxPoints,
-    };
-    let held: { ok: boolean; committed: number };
-    try {
-      held = await ctx.seams.holdRun(run, admission.newCost);
-    } catch (error) {
-      ctx.halt.unreachable(error);
-      return ctx.stoppedEarly(statePath);
-    }
-    if (!held.ok) {
-      return {
-        exitCode: 3,
-        budget: shardsTable(
-          { total: shard.total, cap: maxPoints, committed: held.committed },
-          admission.work.length,
-          admission.newCost,
-        ),
-        warnings: planned.warnings,
-        statePath,
-        message: "the budget or the balance is too small: nothing was submitted",
-      };
-    }
-    const holdRun = ctx.seams.holdRun;
-    // What the shard did not reserve goes back when it ends (or with its lease when it dies).
-    ctx.defer(() =>
-      holdRun(run, 0).then(
-        () => undefined,
-        () => undefined,
-      ),
-    );
-  }
+  const refusal = await holdShare(ctx, located, store, admission, planned.warnings, maxPoints);
+  if (refusal) return refusal;
   // Admitted: from here the state is written.
   if (lostData) {
     ctx.log.warn(
@@ -222,6 +154,111 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   await withdrawLapsed(ctx, store, ledger);
   traceStart("admitted");
   return { planned, store, admission, ledger, maxPoints, selected, listener };
+}
+
+/**
+ * The run's state, opened under the lock's fencing token: a refusal here (a damaged, refused or
+ * unreachable state, or a later holder's writes) has written and submitted nothing.
+ */
+async function openStore(
+  ctx: RunContext,
+  opened: Opened,
+  planned: PlanResult,
+): Promise<{ store: StateStore; lostData: boolean } | RunOutcome> {
+  const { options } = ctx;
+  const { located } = opened;
+  const statePath = located.statePath;
+  // Fencing: a later holder of the coordinator's lock wrote here, so this one's lease ran out.
+  // Tokens of another generation of the coordinator's data (it lost them) are not compared.
+  const fence = opened.lock.fence;
+  const generation = opened.lock.generation;
+  let store: StateStore;
+  try {
+    store = await ctx.seams.openState(statePath, {
+      ...(fence !== undefined ? { fence } : {}),
+      ...(generation !== undefined ? { generation } : {}),
+      ...(options.s3 ? { s3: options.s3 } : {}),
+      ...(options.repairState ? { repair: repairInput(ctx, located, planned.jobs) } : {}),
+    });
+  } catch (error) {
+    if (isDamagedState(error)) {
+      return { exitCode: 2, message: damagedMessage(error, located.manifest.display), statePath };
+    }
+    if (!(error instanceof StateStoreError)) throw error;
+    // Nothing was written and nothing submitted.
+    if (error.kind === "unreachable") ctx.halt.unreachable(error);
+    const exitCode = { unreachable: 6, refused: 2, damaged: 2, superseded: 5 }[error.kind] as 2 | 5 | 6;
+    return { exitCode, message: `${error.message}; nothing was submitted`, statePath };
+  }
+  traceStart("state opened");
+  ctx.store = store;
+  ctx.defer(() => store.close());
+  if (opened.lockLost.aborted) store.freeze();
+  const lostData =
+    generation !== undefined &&
+    store.state.fence_generation !== undefined &&
+    store.state.fence_generation !== generation;
+  if (fence !== undefined && !lostData && (store.state.fence ?? 0) > fence) {
+    return {
+      exitCode: 5,
+      message: `a later holder of the run's lock (fencing token ${store.state.fence}) has written ${statePath}; this process (token ${fence}) stops without writing`,
+      statePath,
+    };
+  }
+  return { store, lostData };
+}
+
+/**
+ * A shard is admitted by holding its whole estimate of the run's shared cap, atomically beside
+ * every other shard's hold, reservations and spending: shards admitted at the same moment cannot
+ * both take the rest. A refusal, or a coordinator gone, when it cannot be held.
+ */
+async function holdShare(
+  ctx: RunContext,
+  located: LocatedRun,
+  store: StateStore,
+  admission: Admission,
+  warnings: PlanResult["warnings"],
+  maxPoints: number | undefined,
+): Promise<RunOutcome | undefined> {
+  const shard = located.shard;
+  const statePath = located.statePath;
+  if (shard && maxPoints !== undefined && ctx.seams.holdRun) {
+    const run = {
+      key: runLedgerKey({ state: "", name: located.manifest.name, campaign: store.state.campaign, shard }),
+      name: `${located.manifest.name} (campaign ${store.state.campaign})`,
+      cap: maxPoints,
+    };
+    let held: { ok: boolean; committed: number };
+    try {
+      held = await ctx.seams.holdRun(run, admission.newCost);
+    } catch (error) {
+      ctx.halt.unreachable(error);
+      return ctx.stoppedEarly(statePath);
+    }
+    if (!held.ok) {
+      return {
+        exitCode: 3,
+        budget: shardsTable(
+          { total: shard.total, cap: maxPoints, committed: held.committed },
+          admission.work.length,
+          admission.newCost,
+        ),
+        warnings: warnings,
+        statePath,
+        message: "the budget or the balance is too small: nothing was submitted",
+      };
+    }
+    const holdRun = ctx.seams.holdRun;
+    // What the shard did not reserve goes back when it ends (or with its lease when it dies).
+    ctx.defer(() =>
+      holdRun(run, 0).then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+  }
+  return undefined;
 }
 
 /** The plan, with the service's price, balance and voices; a refusal here has submitted nothing. */
@@ -340,17 +377,18 @@ function repairInput(ctx: RunContext, located: LocatedRun, jobs: readonly Job[])
   return {
     refuse: (state) => checkOwner(state, located).refuse,
     jobs: new Map(
-      jobs.map((job) => [
-        job.id,
-        {
-          kind: job.kind,
-          fingerprint: job.fingerprint,
-          estimate: job.points ?? 0,
-          ...(job.kind === "video" && UPSCALE_TIERS.includes(job.tier)
-            ? { fallbackPoints: basePoints(job.duration) }
-            : {}),
-        },
-      ]),
+      jobs.map((job) => {
+        const fallbackPoints = serviceFor(job.kind).fallbackPoints(job);
+        return [
+          job.id,
+          {
+            kind: job.kind,
+            fingerprint: job.fingerprint,
+            estimate: job.points ?? 0,
+            ...(fallbackPoints !== undefined ? { fallbackPoints } : {}),
+          },
+        ];
+      }),
     ),
     keyOf: (epoch, jobId, fingerprint, n) => idempotencyKey(name, epoch, jobId, fingerprint, n),
     onRepaired: (r) =>

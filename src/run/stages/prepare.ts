@@ -13,11 +13,12 @@ import {
 } from "../../api/index.js";
 import type { Skill } from "../../api/video.js";
 import type { Job } from "../../manifest/index.js";
+import { allInOrder } from "../../pipeline/plan.js";
+import type { RunOutcome, StateStore } from "../../pipeline/types.js";
+import { jobsOf, type VoiceRef, voiceHash } from "../../services/index.js";
 import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
-import { errorInfo, type VoiceRef, voiceHash } from "../jobs.js";
-import { allInOrder } from "../plan.js";
-import type { RunOutcome, StateStore } from "../types.js";
+import { errorInfo } from "../errors.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 
@@ -79,7 +80,7 @@ async function syncSkills(
   signal: AbortSignal,
 ): Promise<Map<string, string>> {
   const ids = new Map<string, string>();
-  const used = new Set(jobs.flatMap((job) => (job.kind === "video" && job.skill ? [job.skill.name] : [])));
+  const used = new Set(jobsOf(jobs, "video").flatMap((job) => (job.skill ? [job.skill.name] : [])));
   const wanted = skills.filter((s) => s.file && used.has(s.name));
   let existing: ListResult<Skill> | undefined;
   for (const skill of wanted) {
@@ -132,8 +133,8 @@ async function prepareVoices(
   log: Logger,
 ): Promise<Map<string, VoiceRef>> {
   const refs = new Map<string, VoiceRef>();
-  for (const job of jobs) {
-    if (job.kind !== "speech" || job.voice.source !== "file") continue;
+  for (const job of jobsOf(jobs, "speech")) {
+    if (job.voice.source !== "file") continue;
     // Loaded on use: its audio parser is wanted only by runs with reference voice files.
     const { uploadReferenceAudio } = await import("../../api/reference-audio.js");
     const hash = voiceHash(job);

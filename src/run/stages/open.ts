@@ -4,12 +4,12 @@
 import type { Lock } from "../../engine/lock.js";
 import { LockHeldError } from "../../engine/lock.js";
 import type { MaterialStager } from "../../engine/staging.js";
+import { type LocatedRun, locateRun } from "../../pipeline/locate.js";
+import type { RunOutcome } from "../../pipeline/types.js";
 import type { Sink } from "../../sinks/sink.js";
 import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
-import { errorInfo } from "../jobs.js";
-import { type LocatedRun, locateRun } from "../locate.js";
-import type { RunOutcome } from "../types.js";
+import { errorInfo } from "../errors.js";
 
 export interface Opened {
   located: LocatedRun;

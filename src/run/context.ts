@@ -13,12 +13,13 @@ import { acquireLock } from "../engine/lock.js";
 import { repairJournalFile } from "../engine/repair.js";
 import { applyRecord, initialState, type RunRecord, type RunState } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
-import type { ProgressFeed } from "./feed.js";
-import type { Halt } from "./halt.js";
-import { errorInfo } from "./jobs.js";
-import { outputs } from "./outputs.js";
-import { isS3State } from "./state-location.js";
-import type { RunOptions, RunOutcome, Seams, StateStore } from "./types.js";
+import type { ProgressFeed } from "../pipeline/feed.js";
+import type { Halt } from "../pipeline/halt.js";
+import { outputs } from "../pipeline/outputs.js";
+import { isS3State } from "../pipeline/state-location.js";
+import type { RunOptions, RunOutcome, Seams, StateStore } from "../pipeline/types.js";
+import { serviceFor } from "../services/index.js";
+import { errorInfo } from "./errors.js";
 
 /** How long a service may answer nothing but 5xx and 429 before the run stops for it (exit 6). */
 const REFUSING_MS = 60_000;
@@ -49,7 +50,7 @@ export const DEFAULT_SEAMS: Seams = {
   },
   async openState(path, options) {
     if (isS3State(path)) {
-      const { openS3State } = await import("./state-store.js");
+      const { openS3State } = await import("../pipeline/state-store.js");
       return openS3State(path, options);
     }
     if (options?.repair) {
@@ -87,7 +88,7 @@ export function matchesOnly(job: Job, only: readonly string[]): boolean {
       job.id === o ||
       job.rowId === o ||
       job.id.startsWith(`${o}/`) ||
-      `${job.kind === "video" ? "shot" : "line"}/${job.rowId}` === o,
+      `${serviceFor(job.kind).row}/${job.rowId}` === o,
   );
 }
 

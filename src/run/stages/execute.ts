@@ -1,4 +1,4 @@
-// Stage 4, execute: every job's life (src/pipeline/jobs.ts) under its service's in-flight limit,
+// Stage 4, execute: every job's life (src/run/jobs.ts) under its service's in-flight limit,
 // all jobs started together; the tasks no job follows any more (edited-away versions, removed rows)
 // followed to their end; `--max-failures` watched as jobs end; and a stop honoured with a short
 // grace for requests still queued.
@@ -13,14 +13,15 @@ import {
   unfitted,
   type VideoJob,
 } from "../../manifest/index.js";
+import { logFitted, narrationOf } from "../../pipeline/fitting.js";
+import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../../pipeline/types.js";
 import { StateStoreError } from "../../sinks/s3-journal.js";
 import { SpeechPoller } from "../../tracking/speech-poller.js";
 import { DEFAULT_TRACK_OPTIONS } from "../../tracking/track.js";
 import { VideoPoller } from "../../tracking/video-poller.js";
 import type { RunContext } from "../context.js";
-import { logFitted, narrationOf } from "../fitting.js";
-import { errorInfo, JobRunner, nominalMs } from "../jobs.js";
-import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
+import { errorInfo } from "../errors.js";
+import { JobRunner, nominalMs } from "../jobs.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 import type { Prepared } from "./prepare.js";
@@ -199,7 +200,7 @@ function jobRunner(
       price !== null ? { perTen: price, version: 0 } : undefined,
     ),
     exactSpeechPricing: maxPoints !== undefined,
-    ...trackers,
+    trackers,
     ...(options.callback && listener
       ? { callback: { url: options.callback.url, token: listener.token } }
       : {}),
