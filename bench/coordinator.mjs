@@ -44,9 +44,9 @@ if (!existsSync(join(ROOT, "dist", "coord", "index.js"))) {
 
 const { HttpClient } = await import(join(ROOT, "dist/api/http.js"));
 const { SpeechClient } = await import(join(ROOT, "dist/api/speech-client.js"));
-const { ServiceGate } = await import(join(ROOT, "dist/engine/limiter.js"));
+const { ServiceGate } = await import(join(ROOT, "dist/rate/limiter.js"));
 const { connectCoordinator } = await import(join(ROOT, "dist/coord/index.js"));
-const { sharing } = await import(join(ROOT, "dist/pipeline/coordinated.js"));
+const { sharing } = await import(join(ROOT, "dist/run/coordinated.js"));
 
 const { dir, children } = scratch("clapper-bench-coord-");
 const startSandbox = (args) => start(children, KEY, args);

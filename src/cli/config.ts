@@ -11,8 +11,8 @@ import {
   type HttpClientOptions,
   type Logger,
 } from "../api/index.js";
-import { accountId } from "../engine/rates.js";
 import { FILE_LIMITS, FileError, readRegularFile } from "../manifest/files.js";
+import { accountId } from "../rate/remembered.js";
 import type { Sandbox } from "../sandbox/index.js";
 import { ExitError, fsExit, tagService } from "./errors.js";
 import { ExitCode } from "./exit-code.js";

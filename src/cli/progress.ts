@@ -9,8 +9,8 @@
 // hooks), wraps rather than cuts, brings some fifteen packages, and has no mode for dumb terminals.
 // A terminal with TERM=dumb (or a stream that is not a terminal) gets plain lines instead: the
 // status when the phase changes or half a minute passed, and the logs as they come.
-import type { FeedProgress } from "../pipeline/feed.js";
-import type { Phase, Progress } from "../pipeline/run.js";
+import type { FeedProgress } from "../run/feed.js";
+import type { Phase, Progress } from "../run/run.js";
 
 type Kind = "video" | "speech";
 const KINDS: readonly Kind[] = ["video", "speech"];

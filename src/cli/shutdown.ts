@@ -1,5 +1,5 @@
 // The two-stage shutdown every command runs under.
-import { releaseHeldLocksSync } from "../engine/lock.js";
+import { releaseHeldLocksSync } from "../locks/file-lock.js";
 import { ExitCode } from "./exit-code.js";
 
 /** Two-stage shutdown: the first SIGINT/SIGTERM aborts gracefully, the second exits at once. */

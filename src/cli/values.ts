@@ -1,7 +1,7 @@
 // The values of flags (and of their CLAPPER_* variables), parsed from the text as typed so that a
 // refusal quotes what was given (`--rps: expected a number >= 0.1, got "fast"`, never `NaN`).
 // Pure functions: `parseCommandLine` applies them without running anything.
-import type { MaxFailures } from "../pipeline/types.js";
+import type { MaxFailures } from "../run/types.js";
 import { ExitError } from "./errors.js";
 
 /** A refused value: exit 2, the message names the flag (or variable) and quotes what was got. */

@@ -8,11 +8,11 @@
 // behind; a process's slots and never-sent reservations are tied to its lease (src/coord/link.ts)
 // and return when it dies.
 
-import type { RateSettings } from "../engine/rate.js";
+import { acquireCoordLock, type CoordLock, type LockOptions } from "../locks/redis-lock.js";
+import type { RateSettings } from "../rate/controller.js";
 import { type BudgetView, readBudgets } from "./budgets.js";
 import { type LedgerSpec, openLedger, RUN_TTL_MS, type SharedLedger } from "./ledger.js";
 import { Link, type LinkOptions } from "./link.js";
-import { acquireCoordLock, type CoordLock, type LockOptions } from "./lock.js";
 import { RedisSharedRate, type SharedRate } from "./shared-rate.js";
 import { SharedSightings } from "./sightings.js";
 import { RedisSlots, type SharedSlots } from "./slots.js";
@@ -21,6 +21,7 @@ import { type CoordinatorUrl, parseCoordinatorUrl } from "./url.js";
 /** How long the record of a sharded run's finished shards is kept: far beyond any run. */
 const SHARDS_DONE_TTL_MS = 30 * 24 * 3600 * 1000;
 
+export type { CoordLock, LockOptions as CoordLockOptions } from "../locks/redis-lock.js";
 export type { BudgetView } from "./budgets.js";
 export {
   CoordinatorLostError,
@@ -29,7 +30,6 @@ export {
   CoordLockLostError,
 } from "./errors.js";
 export type { LedgerSpec, SharedLedger } from "./ledger.js";
-export type { CoordLock, LockOptions as CoordLockOptions } from "./lock.js";
 export { type PoolPeriod, periodId } from "./period.js";
 export type { SharedRate } from "./shared-rate.js";
 export type { RawSighting, SharedSightings } from "./sightings.js";

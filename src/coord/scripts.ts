@@ -12,9 +12,9 @@
 // carry them) nor text substituted into the files (which would no longer be Lua).
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { RATE_RULES as ENGINE_RATE_RULES } from "../engine/rate.js";
+import { RATE_RULES as ENGINE_RATE_RULES } from "../rate/controller.js";
 
-/** RateController's rules (src/engine/rate.ts), as the shared rate applies them. */
+/** RateController's rules (src/rate/controller.ts), as the shared rate applies them. */
 export const RATE_RULES = {
   ...ENGINE_RATE_RULES,
   /** Accepted answers are counted per this many ms of server time (the callers group ages by 10 ms). */

@@ -1,11 +1,11 @@
 // One adaptive request rate per account and scope, shared by every process: RateController's rules
-// (src/engine/rate.ts) applied in Redis to one state, so a 429 that one process meets slows all of
+// (src/rate/controller.ts) applied in Redis to one state, so a 429 that one process meets slows all of
 // them. Sending is GCRA-like: each turn reserves the next free moment in one script call
 // (`tat = max(tat, now, pausedUntil) + 1000 / rps`) and the caller sleeps until it. Accepted answers
 // are counted here and ride along with the next call (or a flush at most every 25 ms), so an
 // answer costs no round trip of its own.
 import { AbortedError } from "../api/errors.js";
-import { type RateSettings, type RememberedRate, SAFE_START_RPS } from "../engine/rate.js";
+import { type RateSettings, type RememberedRate, SAFE_START_RPS } from "../rate/controller.js";
 import { type Link, SHARED_KEY_TTL_MS } from "./link.js";
 import { RATE_RULES } from "./scripts.js";
 import { sleep } from "./sleep.js";

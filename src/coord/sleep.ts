@@ -1,5 +1,5 @@
 import { AbortedError } from "../api/errors.js";
-import { LONGEST_TIMER_MS } from "../engine/limiter.js";
+import { LONGEST_TIMER_MS } from "../rate/limiter.js";
 
 /**
  * Waits `ms`; rejects at once when any of `signals` aborts: with the signal's reason when it is an

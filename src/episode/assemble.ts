@@ -8,19 +8,19 @@ import { mkdir, mkdtemp, readdir, rename, rm, stat, unlink } from "node:fs/promi
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
-import { acquireLock, LockHeldError } from "../engine/lock.js";
-import type { RunState } from "../engine/state.js";
-import { parseVersion, versionArgs } from "../pipeline/ffmpeg.js";
-import { FfmpegError, ffmpegBinary, runFfmpeg } from "../pipeline/ffmpeg-run.js";
-import { fitFromState } from "../pipeline/fitting.js";
-import type { LocatedRun } from "../pipeline/locate.js";
-import { isS3State } from "../pipeline/state-location.js";
+import { acquireLock, LockHeldError } from "../locks/file-lock.js";
+import { processAlive } from "../locks/process-alive.js";
 import { LocalSink } from "../sinks/local.js";
-import { processAlive } from "../sinks/process-alive.js";
 import type { S3ClientOptions } from "../sinks/s3.js";
 import { OutputError, type Sink } from "../sinks/sink.js";
+import type { LocatedRun } from "../state/locate.js";
+import { isS3State } from "../state/location.js";
+import type { RunState } from "../state/run-state.js";
 import { AssembleError, type Built, buildEpisode } from "./build.js";
 import { EpisodeError, EpisodeFileError } from "./errors.js";
+import { parseVersion, versionArgs } from "./ffmpeg.js";
+import { FfmpegError, ffmpegBinary, runFfmpeg } from "./ffmpeg-run.js";
+import { fitFromState } from "./fitting.js";
 import {
   type Chosen,
   type ChosenShot,

@@ -3,6 +3,7 @@
 // them and puts the checked episode in place.
 import { mp4FileSeconds } from "../api/mp4.js";
 import type { Timing } from "../manifest/index.js";
+import { mediaSeconds } from "../results/media.js";
 import {
   cutPoints,
   type EpisodePlan,
@@ -12,9 +13,8 @@ import {
   probeArgs,
   type Rational,
   SAMPLE_RATE,
-} from "../pipeline/ffmpeg.js";
-import { runFfmpeg } from "../pipeline/ffmpeg-run.js";
-import { mediaSeconds } from "../results/media.js";
+} from "./ffmpeg.js";
+import { runFfmpeg } from "./ffmpeg-run.js";
 import { type ChosenShot, hashFile, type Stored } from "./inputs.js";
 import type { AssembleSettings } from "./settings.js";
 

@@ -4,9 +4,9 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import stableStringify from "safe-stable-stringify";
-import type { JobState, RunState } from "../engine/state.js";
 import type { Job, SpeechJob, Timing, VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/index.js";
+import type { JobState, RunState } from "../state/run-state.js";
 import { isLine, isShot, PART } from "./parts.js";
 import type { AssembleSettings } from "./settings.js";
 

@@ -2,6 +2,7 @@
 // Text from the services (error messages, resolutions) reaches every report: the model is redacted.
 import { redactDeep } from "../api/redact.js";
 import { UPSCALE_TIERS } from "../api/video.js";
+import { type Job, MAX_SHOT_S, overrun, type VideoJob } from "../manifest/index.js";
 import {
   attemptCost,
   type JobState,
@@ -10,8 +11,7 @@ import {
   paidNotStored,
   type RunState,
   spentPoints,
-} from "../engine/state.js";
-import { type Job, MAX_SHOT_S, overrun, type VideoJob } from "../manifest/index.js";
+} from "../state/run-state.js";
 import { type ByKind, byKind } from "./kinds.js";
 import {
   countJobs,

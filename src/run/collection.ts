@@ -1,10 +1,10 @@
 // A paid result collected: read through its task when needed, downloaded, checked and recorded as
 // the job's success; or, when it cannot be, the job failed (broken) or left for a later run.
 import { isUnavailable } from "../api/index.js";
-import type { Attempt, JobState } from "../engine/state.js";
 import type { Job } from "../manifest/index.js";
 import { type ServiceTask, serviceFor } from "../services/index.js";
 import type { Written } from "../sinks/sink.js";
+import type { Attempt, JobState } from "../state/run-state.js";
 import { downloadResult } from "./download.js";
 import { collectionFailure, collectionProblem, errorInfo, unreachableStore } from "./errors.js";
 import type { JobContext } from "./job-context.js";

@@ -7,19 +7,19 @@ import type { Logger } from "pino";
 import { ConnectionError, isUnavailable, ServiceError } from "../api/index.js";
 import { redactDeep } from "../api/redact.js";
 import type { VideoTask } from "../api/video.js";
-import { Journal } from "../engine/journal.js";
-import { LocalLedger } from "../engine/ledger.js";
-import { acquireLock } from "../engine/lock.js";
-import { repairJournalFile } from "../engine/repair.js";
-import { applyRecord, initialState, type RunRecord, type RunState } from "../engine/state.js";
+import { LocalLedger } from "../budget/ledger.js";
+import { acquireLock } from "../locks/file-lock.js";
 import type { Job } from "../manifest/index.js";
-import type { ProgressFeed } from "../pipeline/feed.js";
-import type { Halt } from "../pipeline/halt.js";
-import { outputs } from "../pipeline/outputs.js";
-import { isS3State } from "../pipeline/state-location.js";
-import type { RunOptions, RunOutcome, Seams, StateStore } from "../pipeline/types.js";
 import { serviceFor } from "../services/index.js";
+import { Journal } from "../state/journal.js";
+import { isS3State } from "../state/location.js";
+import { repairJournalFile } from "../state/repair.js";
+import { applyRecord, initialState, type RunRecord, type RunState } from "../state/run-state.js";
 import { errorInfo } from "./errors.js";
+import type { ProgressFeed } from "./feed.js";
+import type { Halt } from "./halt.js";
+import { outputs } from "./outputs.js";
+import type { RunOptions, RunOutcome, Seams, StateStore } from "./types.js";
 
 /** How long a service may answer nothing but 5xx and 429 before the run stops for it (exit 6). */
 const REFUSING_MS = 60_000;
@@ -50,7 +50,7 @@ export const DEFAULT_SEAMS: Seams = {
   },
   async openState(path, options) {
     if (isS3State(path)) {
-      const { openS3State } = await import("../pipeline/state-store.js");
+      const { openS3State } = await import("../state/store.js");
       return openS3State(path, options);
     }
     if (options?.repair) {

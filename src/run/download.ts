@@ -2,9 +2,9 @@
 // downloaded again, within a number of tries and a time for answers; never a transfer cut.
 import { setTimeout as sleep } from "node:timers/promises";
 import { ClapperApiError, type Clients, ResultUrlError } from "../api/index.js";
-import { DownloadFailedError, DownloadTimeUpError, DownloadTrail, storeResult } from "../engine/collect.js";
 import type { Job } from "../manifest/index.js";
 import { outputKey } from "../manifest/outputs.js";
+import { DownloadFailedError, DownloadTimeUpError, DownloadTrail, storeResult } from "../results/collect.js";
 import { MediaCheckError, ResultTooLargeError } from "../results/errors.js";
 import { resultLimit } from "../results/size-policy.js";
 import { type ServiceTask, serviceFor } from "../services/index.js";

@@ -8,7 +8,7 @@ import {
   ServiceError,
   ValidationError,
 } from "../api/index.js";
-import { DownloadFailedError, ResultTransferError } from "../engine/collect.js";
+import { DownloadFailedError, ResultTransferError } from "../results/collect.js";
 import { MediaCheckError, ResultTooLargeError } from "../results/errors.js";
 import { OutputError } from "../sinks/sink.js";
 

@@ -2,13 +2,13 @@
 // what create bodies are made of, and the run's stop and its ways to report trouble.
 import type { Logger } from "pino";
 import type { Clients } from "../api/index.js";
-import type { PointsLedger } from "../engine/ledger.js";
-import type { SpeechPricer } from "../engine/pricing.js";
-import type { MaterialStager } from "../engine/staging.js";
+import type { PointsLedger } from "../budget/ledger.js";
+import type { SpeechPricer } from "../budget/pricing.js";
 import type { Job } from "../manifest/index.js";
-import type { StateStore } from "../pipeline/types.js";
 import type { Trackers, VoiceRef } from "../services/index.js";
+import type { MaterialStager } from "../services/staging.js";
 import type { Sink } from "../sinks/sink.js";
+import type { StateStore } from "./types.js";
 
 export interface JobContext {
   clients: Clients;

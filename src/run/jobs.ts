@@ -11,9 +11,7 @@
 import { setMaxListeners } from "node:events";
 import pLimit, { type LimitFunction } from "p-limit";
 import { AbortedError, InsufficientPointsError, isUnavailable, NotFoundError } from "../api/index.js";
-import { PriceError, SpeechDisabledError } from "../engine/pricing.js";
-import { MaterialError } from "../engine/staging.js";
-import { type Attempt, type JobState, openAttempt, paidNotStored, type RunState } from "../engine/state.js";
+import { PriceError, SpeechDisabledError } from "../budget/pricing.js";
 import { type Job, unfitted } from "../manifest/index.js";
 import {
   type BodyInputs,
@@ -22,6 +20,14 @@ import {
   type TaskService,
   validCost,
 } from "../services/index.js";
+import { MaterialError } from "../services/staging.js";
+import {
+  type Attempt,
+  type JobState,
+  openAttempt,
+  paidNotStored,
+  type RunState,
+} from "../state/run-state.js";
 import { traceStart } from "../trace.js";
 import { TaskUnreadableError } from "../tracking/track.js";
 import { Collection } from "./collection.js";

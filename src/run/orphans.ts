@@ -2,8 +2,8 @@
 // and of rows removed from the manifest. Each is followed to its end and settled, never collected,
 // so every created task is paid for in some report and its reservation ends.
 import { AbortedError, isUnavailable, NotFoundError } from "../api/index.js";
-import type { Attempt, JobState } from "../engine/state.js";
 import { type ServiceTask, serviceFor, validCost } from "../services/index.js";
+import type { Attempt, JobState } from "../state/run-state.js";
 import { errorInfo, refused, sharedError } from "./errors.js";
 import type { JobContext } from "./job-context.js";
 import { holderOf, isReplay, markHolder } from "./task-ids.js";

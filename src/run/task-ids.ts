@@ -1,6 +1,6 @@
 // Whose task a task id is. Invariant: one task id, one attempt; a task the Idempotency-Key returned
 // from before this attempt's intent is a replay, paid for where it was made.
-import type { Attempt, RunState } from "../engine/state.js";
+import type { Attempt, RunState } from "../state/run-state.js";
 import type { JobContext } from "./job-context.js";
 
 /**

@@ -5,14 +5,14 @@
 import type { Clients } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
 import type { VideoTask } from "../api/video.js";
-import type { SpeechPrice } from "../engine/pricing.js";
-import type { MaterialStager } from "../engine/staging.js";
+import type { SpeechPrice } from "../budget/pricing.js";
 import type { Job } from "../manifest/index.js";
 import type { ResultLimitJob } from "../results/size-policy.js";
 import type { SpeechPoller } from "../tracking/speech-poller.js";
 import type { TrackHint } from "../tracking/track.js";
 import type { VideoPoller } from "../tracking/video-poller.js";
 import { type SpeechService, speechService, type VoiceRef } from "./speech.js";
+import type { MaterialStager } from "./staging.js";
 import { type VideoService, videoService } from "./video.js";
 
 export type Kind = Job["kind"];

@@ -1,11 +1,11 @@
 // The speech service behind the one service shape (src/services/index.ts).
 import { incompleteWarning, takeList } from "../api/index.js";
 import { SPEECH_STATUSES, type SpeechStatus, type SpeechTask } from "../api/speech.js";
-import { linePoints } from "../engine/pricing.js";
-import { MaterialError } from "../engine/staging.js";
+import { linePoints } from "../budget/pricing.js";
 import type { SpeechJob } from "../manifest/index.js";
 import { expectedSpeechMs } from "../tracking/durations.js";
 import type { TaskService } from "./index.js";
+import { MaterialError } from "./staging.js";
 
 export type VoiceRef = { source: "custom"; voice_id: string } | { source: "asset"; asset_id: string };
 

@@ -8,10 +8,10 @@ import {
   type VideoTask,
   videoPoints,
 } from "../api/video.js";
-import { MaterialError } from "../engine/staging.js";
 import type { VideoJob } from "../manifest/index.js";
 import { expectedVideoMs } from "../tracking/durations.js";
 import type { BodyInputs, ServiceClients, TaskService } from "./index.js";
+import { MaterialError } from "./staging.js";
 
 const MAX_CREATE_BODY = 72 * 1024 * 1024;
 

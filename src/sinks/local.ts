@@ -17,7 +17,7 @@ import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
 import pLimit from "p-limit";
-import { processAlive } from "./process-alive.js";
+import { processAlive } from "../locks/process-alive.js";
 import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */

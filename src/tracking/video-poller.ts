@@ -29,7 +29,7 @@ export class VideoPoller extends Poller<VideoTask> {
 
   /**
    * A look at a video that should have ended is ranked: it is most likely the fetch of a finished
-   * result's URL, which the gate lets go before queued creates (see src/engine/limiter.ts).
+   * result's URL, which the gate lets go before queued creates (see src/rate/limiter.ts).
    */
   protected get(taskId: string, ended: boolean) {
     return this.client.getTask(taskId, { signal: this.signal, ...(ended ? { rank: 1 } : {}) });

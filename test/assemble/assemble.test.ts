@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { parseFile } from "music-metadata";
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { pcmArgs } from "../../src/pipeline/ffmpeg.js";
-import { ffmpegBinary, runFfmpeg } from "../../src/pipeline/ffmpeg-run.js";
+import { pcmArgs } from "../../src/episode/ffmpeg.js";
+import { ffmpegBinary, runFfmpeg } from "../../src/episode/ffmpeg-run.js";
 import { makeWav } from "../../src/sandbox/media.js";
 import { cli, runIn, setup, type Workspace } from "../run/helpers.js";
 

@@ -14,8 +14,8 @@ import {
   probeArgs,
   rateOf,
   SAMPLE_RATE,
-} from "../../src/pipeline/ffmpeg.js";
-import { FfmpegError, runFfmpeg, tailLines } from "../../src/pipeline/ffmpeg-run.js";
+} from "../../src/episode/ffmpeg.js";
+import { FfmpegError, runFfmpeg, tailLines } from "../../src/episode/ffmpeg-run.js";
 
 const HOSTILE = [
   "/tmp/my shots/s 01.mp4",

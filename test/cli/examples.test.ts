@@ -40,7 +40,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, parseDocument } from "yaml";
 import { createLogger } from "../../src/cli/logger.js";
 import { main } from "../../src/cli/main.js";
-import { type ResolvedShard, resolveShard, type Shard } from "../../src/pipeline/shard.js";
+import { type ResolvedShard, resolveShard, type Shard } from "../../src/run/shard.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url));

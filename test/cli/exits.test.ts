@@ -135,7 +135,7 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
     results.forEach((r, i) => {
       const out = answer(r, 6);
       if (cases[i]?.[0] === "run") {
-        // The run's own message (src/pipeline/run.ts) names the address too.
+        // The run's own message (src/run/run.ts) names the address too.
         expect(out.error.message).toContain("http://127.0.0.1:1");
         return;
       }

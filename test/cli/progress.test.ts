@@ -10,7 +10,7 @@ import {
   progressLine,
   supportsUnicode,
 } from "../../src/cli/progress.js";
-import type { Progress } from "../../src/pipeline/run.js";
+import type { Progress } from "../../src/run/run.js";
 
 const ESC = "\u001b";
 const EL = `${ESC}[K`;

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Clients } from "../../src/api/index.js";
-import { plan } from "../../src/pipeline/plan.js";
+import { plan } from "../../src/run/plan.js";
 import { LocalSink } from "../../src/sinks/local.js";
 
 let root: string;

@@ -124,7 +124,7 @@ describe.each(["bundle", "modules"] as const)("what a command loads (%s)", (way)
       expect(packages, heavy).not.toContain(heavy);
     }
     if (way === "bundle") return; // the bundle's modules are evaluated where the modules' would be
-    // Its constants may come from light modules (pipeline/types.js); not the modules that do the work.
+    // Its constants may come from light modules (run/types.js); not the modules that do the work.
     const work =
       /^(pipeline\/(run|plan|jobs|stages\/.+)|manifest\/index|api\/(index|http)|engine\/(journal|limiter|tracker))\.js$/;
     expect(own.filter((f) => work.test(f))).toEqual([]);

@@ -1,5 +1,5 @@
 // Shared test vectors: the same sequences of sends, answers and 429s (test/coord/rate-vectors.json)
-// fed to RateController (src/engine/rate.ts) and to the shared rate's Lua (src/coord/lua/rate*.lua)
+// fed to RateController (src/rate/controller.ts) and to the shared rate's Lua (src/coord/lua/rate*.lua)
 // in a real redis-server; after every step both hold the same rate, the same settled flag, the same
 // rate to remember (the rate that held, mid-probe) and the same pause. Where they are known to
 // differ, the vector says so, with the step and the rate each gives there: the test then checks
@@ -8,7 +8,7 @@
 // What the two are given, the same way:
 // - A send is a turn asked at its time. The Lua's turn paces sends itself (GCRA: the next free
 //   moment, never before now nor in a pause) and counts the rate as binding when the turn had to
-//   wait; RateController is paced by its caller (src/engine/limiter.ts), here the same GCRA, which
+//   wait; RateController is paced by its caller (src/rate/limiter.ts), here the same GCRA, which
 //   calls busy() in the same case.
 // - Times are on a 10 ms grid: the Lua counts answers per 10 ms of server time, each at its
 //   bucket's start, so on the grid it sees the times RateController sees. Its scripts are built
@@ -24,7 +24,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildScripts, RATE_RULES } from "../../src/coord/scripts.js";
-import { RateController, type RateSettings } from "../../src/engine/rate.js";
+import { RateController, type RateSettings } from "../../src/rate/controller.js";
 import { type RedisServer, redisAvailable, redisSkipReason, startRedis } from "./redis-server.js";
 
 const HAVE_REDIS = redisAvailable();
@@ -403,7 +403,7 @@ function simulate(s: Scenario): Step[] {
 /** One step a line: the file is read by people as well as by this test. */
 function format(vectors: Vector[]): string {
   const about =
-    "Shared test vectors of RateController (src/engine/rate.ts) and the shared rate's Lua (src/coord/lua/rate*.lua): see test/coord/rate-vectors.test.ts. Steps: [ms, 'send'] a turn asked, [ms, 'accept', n] answers that were not 429s, [ms, 'limit', sentAtMs, retryAfterMs or null] a 429.";
+    "Shared test vectors of RateController (src/rate/controller.ts) and the shared rate's Lua (src/coord/lua/rate*.lua): see test/coord/rate-vectors.test.ts. Steps: [ms, 'send'] a turn asked, [ms, 'accept', n] answers that were not 429s, [ms, 'limit', sentAtMs, retryAfterMs or null] a 429.";
   const parts = vectors.map((v) => {
     const head = JSON.stringify({
       name: v.name,

@@ -15,7 +15,7 @@ import {
   DownloadTrail,
   type ResultSpec,
   storeResult,
-} from "../../src/engine/collect.js";
+} from "../../src/results/collect.js";
 import { makeMp4 } from "../../src/sandbox/media.js";
 import { LocalSink } from "../../src/sinks/local.js";
 

@@ -2,7 +2,7 @@
 // timeout) is stopped once its average rate stays under the floor past the grace period.
 import { pipeline, Readable, Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { rateFloor, SlowResultError } from "../../src/engine/collect.js";
+import { rateFloor, SlowResultError } from "../../src/results/collect.js";
 
 /** A body that sends `bytes` every `everyMs`, forever. */
 function trickle(bytes: number, everyMs: number): Readable {

@@ -2,7 +2,7 @@ import { appendFile, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Journal } from "../../src/engine/journal.js";
+import { Journal } from "../../src/state/journal.js";
 
 type Rec = { t: "add"; n: number } | { t: "name"; name: string };
 interface State {

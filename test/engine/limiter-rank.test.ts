@@ -2,8 +2,8 @@
 // service it is for and whenever its life reached the gate), and a ranked read (the URL of a task
 // that succeeded) before any queued create.
 import { describe, expect, it } from "vitest";
-import { PacedQueue } from "../../src/engine/limiter.js";
-import { RateController } from "../../src/engine/rate.js";
+import { RateController } from "../../src/rate/controller.js";
+import { PacedQueue } from "../../src/rate/limiter.js";
 
 function queue(rps = 1000): PacedQueue {
   return new PacedQueue(new RateController({ ceiling: rps, fixed: true }));

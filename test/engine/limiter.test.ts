@@ -5,8 +5,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AbortedError } from "../../src/api/errors.js";
 import { HttpClient } from "../../src/api/http.js";
 import { SpeechClient } from "../../src/api/speech-client.js";
-import { type Lane, PacedQueue, ServiceGate } from "../../src/engine/limiter.js";
-import { RateController } from "../../src/engine/rate.js";
+import { RateController } from "../../src/rate/controller.js";
+import { type Lane, PacedQueue, ServiceGate } from "../../src/rate/limiter.js";
 import { type Sandbox, startSandbox } from "../../src/sandbox/index.js";
 
 const open: Array<{ close(): Promise<void> }> = [];

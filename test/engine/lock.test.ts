@@ -25,10 +25,10 @@ import {
   DEFAULT_LEASE_MS,
   LockHeldError,
   type LockLostError,
-} from "../../src/engine/lock.js";
+} from "../../src/locks/file-lock.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const BUILT = join(ROOT, "dist/engine/lock.js");
+const BUILT = join(ROOT, "dist/locks/file-lock.js");
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function tmp() {
@@ -466,7 +466,7 @@ function child(mode: "race" | "hold", path: string, leaseMs: number, heartbeatMs
 describe("acquireLock between processes", () => {
   beforeAll(() => {
     expect(
-      existsSync(BUILT) && statSync(BUILT).mtimeMs >= statSync(join(ROOT, "src/engine/lock.ts")).mtimeMs,
+      existsSync(BUILT) && statSync(BUILT).mtimeMs >= statSync(join(ROOT, "src/locks/file-lock.ts")).mtimeMs,
       "dist/ is older than src/: run `npm run build` first",
     ).toBe(true);
   });

@@ -7,7 +7,7 @@ import {
   PriceError,
   priceFrom,
   SpeechPricer,
-} from "../../src/engine/pricing.js";
+} from "../../src/budget/pricing.js";
 
 const pricing = (perTen: number, extra: Partial<Pricing> = {}): Pricing => ({
   enabled: true,

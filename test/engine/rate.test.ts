@@ -1,7 +1,7 @@
 // The rate controller on a simulated clock: a service with a token bucket (as the sandbox's, and
 // as API gateways commonly limit) answered request by request, with no waiting.
 import { describe, expect, it } from "vitest";
-import { RateController, SAFE_START_RPS } from "../../src/engine/rate.js";
+import { RateController, SAFE_START_RPS } from "../../src/rate/controller.js";
 
 /** The sandbox's bucket: `rps` a second, a burst of one second's worth; Retry-After in whole seconds. */
 class Bucket {

@@ -5,20 +5,20 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Journal, JournalDamagedError } from "../../src/engine/journal.js";
+import { Journal, JournalDamagedError } from "../../src/state/journal.js";
 import {
   type RepairInput,
   repairJournalFile,
   repairRecords,
   UnrepairableStateError,
-} from "../../src/engine/repair.js";
+} from "../../src/state/repair.js";
 import {
   applyRecord,
   attemptCost,
   initialState,
   type RunRecord,
   type RunState,
-} from "../../src/engine/state.js";
+} from "../../src/state/run-state.js";
 
 const key = (epoch: number | string, id: string, fp: string, n: number) => `k-${epoch}-${id}-${fp}-${n}`;
 const INPUT: RepairInput = {

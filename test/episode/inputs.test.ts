@@ -1,11 +1,11 @@
 // The episode's inputs chosen from a run's state: each job's part (a video job is a shot, a speech
 // job a line) decides where it goes, and every input not stored for its current version is refused.
 import { describe, expect, it } from "vitest";
-import type { RunState } from "../../src/engine/state.js";
 import { chooseInputs } from "../../src/episode/inputs.js";
 import { isLine, isShot, PART } from "../../src/episode/parts.js";
 import { DEFAULT_ASSEMBLE } from "../../src/episode/settings.js";
 import type { Job } from "../../src/manifest/index.js";
+import type { RunState } from "../../src/state/run-state.js";
 
 const shot = (rowId: string, take?: number): Job =>
   ({

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderPlan } from "../../src/cli/commands/plan/index.js";
 import { main } from "../../src/cli/main.js";
 import { loadManifest, type SpeechJob } from "../../src/manifest/index.js";
-import { plan } from "../../src/pipeline/plan.js";
+import { plan } from "../../src/run/plan.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
 import { type Staged, stageFixtures } from "../fixtures/manifests/stage.js";
 import { call, KEY, sandbox } from "../helpers/sandbox.js";

@@ -6,9 +6,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Job, loadManifest } from "../../src/manifest/index.js";
 import { outputKey } from "../../src/manifest/outputs.js";
-import { MergeError, mergeReports, shardTotal } from "../../src/pipeline/merge.js";
-import { shardOf } from "../../src/pipeline/shard.js";
 import type { Report, ReportJob } from "../../src/report/model.js";
+import { MergeError, mergeReports, shardTotal } from "../../src/run/merge.js";
+import { shardOf } from "../../src/run/shard.js";
 import { LocalSink } from "../../src/sinks/local.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
 

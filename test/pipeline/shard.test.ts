@@ -13,7 +13,7 @@ import {
   ShardError,
   shardKey,
   shardOf,
-} from "../../src/pipeline/shard.js";
+} from "../../src/run/shard.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
 
 let dir: TempDir;

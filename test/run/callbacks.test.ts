@@ -55,7 +55,7 @@ describe("run with --callback-url", () => {
   });
 
   it("refuses pushes without the run's token and drops duplicates", async () => {
-    const { CallbackListener } = await import("../../src/engine/callbacks.js");
+    const { CallbackListener } = await import("../../src/run/callbacks.js");
     const seen: string[] = [];
     const listener = new CallbackListener({
       host: "127.0.0.1",

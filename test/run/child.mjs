@@ -6,8 +6,8 @@
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
-import { Journal } from "../../dist/engine/journal.js";
 import { LocalSink } from "../../dist/sinks/local.js";
+import { Journal } from "../../dist/state/journal.js";
 
 const [mode, path, key] = process.argv.slice(2);
 

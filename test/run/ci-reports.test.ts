@@ -8,7 +8,6 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
 import { beforeAll, describe, expect, it } from "vitest";
-import { applyRecord, initialState, type RunRecord } from "../../src/engine/state.js";
 import type { Job } from "../../src/manifest/index.js";
 import { buildReport } from "../../src/report/build.js";
 import { junitXml } from "../../src/report/junit.js";
@@ -17,6 +16,7 @@ import type { Report } from "../../src/report/model.js";
 import { summaryMarkdown } from "../../src/report/summary.js";
 import { writeReports } from "../../src/report/writing.js";
 import type { Sink } from "../../src/sinks/sink.js";
+import { applyRecord, initialState, type RunRecord } from "../../src/state/run-state.js";
 import { hostileProxy, taskJson } from "../fixtures/hostile.js";
 import { errorBody } from "../fixtures/servers.js";
 import {

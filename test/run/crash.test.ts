@@ -13,9 +13,9 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Journal } from "../../src/engine/journal.js";
 import type { Report } from "../../src/report/model.js";
 import { LocalSink } from "../../src/sinks/local.js";
+import { Journal } from "../../src/state/journal.js";
 import {
   cli,
   cliEnv,

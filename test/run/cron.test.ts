@@ -2,8 +2,8 @@
 // (--deadline, exit 4), a batch that goes bad (--max-failures, exit 1), and the run-level events
 // and progress that a log collector or a terminal follows.
 import { describe, expect, it, onTestFinished } from "vitest";
-import type { Phase, Progress } from "../../src/pipeline/run.js";
-import { tooManyFailures } from "../../src/pipeline/run.js";
+import type { Phase, Progress } from "../../src/run/run.js";
+import { tooManyFailures } from "../../src/run/run.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
 import { hostileProxy } from "../fixtures/hostile.js";
 import { errorBody } from "../fixtures/servers.js";

@@ -9,14 +9,14 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import type { Report } from "../../src/report/model.js";
 import {
   applyRecord,
   initialState,
   type JobStatus,
   type RunRecord,
   type RunState,
-} from "../../src/engine/state.js";
-import type { Report } from "../../src/report/model.js";
+} from "../../src/state/run-state.js";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = join(ROOT, "bin/clapper.js");

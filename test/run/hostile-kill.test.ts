@@ -7,7 +7,7 @@
 // Seeded: CLAPPER_CRASH_SEED=N replays a failing sequence (the seed is printed).
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { attemptCost } from "../../src/engine/state.js";
+import { attemptCost } from "../../src/state/run-state.js";
 import { type HostileService, hostileKey, hostileService, type Mutator } from "../fixtures/hostile.js";
 import { errorBody } from "../fixtures/servers.js";
 import {

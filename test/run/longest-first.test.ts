@@ -4,8 +4,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { plan } from "../../src/pipeline/plan.js";
 import { nominalMs } from "../../src/run/jobs.js";
+import { plan } from "../../src/run/plan.js";
 import { longestFirst } from "../../src/run/stages/execute.js";
 import { expectedSpeechMs, expectedVideoMs } from "../../src/tracking/durations.js";
 

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { attemptCost } from "../../src/engine/state.js";
+import { attemptCost } from "../../src/state/run-state.js";
 import {
   cli,
   cliEnv,

@@ -5,7 +5,7 @@ import { spawnSync } from "node:child_process";
 import { mkdir, readFile, stat, unlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { acquireLock } from "../../src/engine/lock.js";
+import { acquireLock } from "../../src/locks/file-lock.js";
 import { call } from "../helpers/sandbox.js";
 import {
   cli,

@@ -9,13 +9,13 @@ import type { Readable } from "node:stream";
 import pLimit from "p-limit";
 import { describe, expect, it } from "vitest";
 import { createClients } from "../../src/api/index.js";
+import type { PointsLedger } from "../../src/budget/ledger.js";
 import { retryPoliciesFromEnv } from "../../src/cli/config.js";
-import type { PointsLedger } from "../../src/engine/ledger.js";
-import { type Lock, LockHeldError } from "../../src/engine/lock.js";
-import { InlineStager } from "../../src/engine/staging.js";
-import { applyRecord, initialState, type RunRecord, type RunState } from "../../src/engine/state.js";
-import { type RunGate, run, type Seams, type StateStore } from "../../src/pipeline/run.js";
+import { type Lock, LockHeldError } from "../../src/locks/file-lock.js";
+import { type RunGate, run, type Seams, type StateStore } from "../../src/run/run.js";
+import { InlineStager } from "../../src/services/staging.js";
 import type { Sink, WriteOptions } from "../../src/sinks/sink.js";
+import { applyRecord, initialState, type RunRecord, type RunState } from "../../src/state/run-state.js";
 import { capture, created, FAST_TRACK, KEY, RETRY_ENV, setup } from "./helpers.js";
 
 /** Everything the fakes saw, to check the stages used the seams as their contracts say. */

@@ -5,8 +5,8 @@
 // (kill-edited-9-s3, seed 873357779: 144 points reported, 147 gone, n03's 3 points missing;
 // caught again as kill-edited-4-r3, seed 1962287986: 104 reported, 144 gone, s02's first 40).
 import { describe, expect, it, onTestFinished } from "vitest";
-import type { RunRecord } from "../../src/engine/state.js";
 import type { Sandbox } from "../../src/sandbox/index.js";
+import type { RunRecord } from "../../src/state/run-state.js";
 import { proxy } from "../fixtures/servers.js";
 import { created, job, posts, runIn, setup } from "./helpers.js";
 

@@ -3,7 +3,7 @@
 // snapshot and its deletes, and writers that lost the lock and write on (zombies).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createS3Client } from "../../src/sinks/s3.js";
-import { S3Journal, type S3JournalOptions, StateStoreError } from "../../src/sinks/s3-journal.js";
+import { S3Journal, type S3JournalOptions, StateStoreError } from "../../src/state/s3-journal.js";
 import { BUCKET, type Store, startStore } from "./helpers.js";
 
 type Rec = { t: "add"; n: number } | { t: "name"; name: string };

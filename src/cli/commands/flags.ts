@@ -9,8 +9,8 @@ import {
   resolveShard,
   type Shard,
   ShardError,
-} from "../../pipeline/shard.js";
-import { checkStateFlag } from "../../pipeline/state-location.js";
+} from "../../run/shard.js";
+import { checkStateFlag } from "../../state/location.js";
 import { ExitError } from "../errors.js";
 import { ExitCode } from "../exit-code.js";
 import type { AddOption } from "../options.js";
@@ -86,7 +86,7 @@ export function coordinatorFlag<T>(y: Argv<T>, option: AddOption): Argv<T> {
 /**
  * `--shard I/N` and `--shards N`: which part of the manifest this process works on. A scheduler's
  * index (JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CI_NODE_INDEX) is read where the shard is
- * resolved (src/pipeline/shard.ts), so that every command finds the same shard.
+ * resolved (src/run/shard.ts), so that every command finds the same shard.
  */
 export function shardFlags<T>(y: Argv<T>, option: AddOption): Argv<T> {
   const b = option(y, "shard", {

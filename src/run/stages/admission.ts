@@ -5,37 +5,37 @@ import { randomUUID } from "node:crypto";
 import { dirname } from "node:path";
 import pLimit from "p-limit";
 import { AuthenticationError, isUnavailable, PermissionError } from "../../api/index.js";
-import { CallbackListener } from "../../engine/callbacks.js";
-import type { PointsLedger } from "../../engine/ledger.js";
-import { damagedMessage, isDamagedState, type RepairInput } from "../../engine/repair.js";
-import type { Attempt, RunRecord, RunState } from "../../engine/state.js";
+import type { PointsLedger } from "../../budget/ledger.js";
+import { fitFromState, logFitted } from "../../episode/fitting.js";
 import { type Job, unfitted, type VideoJob } from "../../manifest/index.js";
 import { outputKey } from "../../manifest/outputs.js";
-import { type Admission, admit, declaration, shardsTable } from "../../pipeline/admit.js";
-import { fitFromState, logFitted } from "../../pipeline/fitting.js";
+import { serviceFor } from "../../services/index.js";
+import { OutputError, type Sink } from "../../sinks/sink.js";
 import {
   checkOutputOwner,
   checkOwner,
   type LocatedRun,
   manifestFromState,
   recordOutputOwner,
-} from "../../pipeline/locate.js";
-import { type PlanResult, plan } from "../../pipeline/plan.js";
-import { inShard, type Shard } from "../../pipeline/shard.js";
+} from "../../state/locate.js";
+import { damagedMessage, isDamagedState, type RepairInput } from "../../state/repair.js";
+import type { Attempt, RunRecord, RunState } from "../../state/run-state.js";
+import { StateStoreError } from "../../state/s3-journal.js";
+import { traceStart } from "../../trace.js";
+import { type Admission, admit, declaration, shardsTable } from "../admit.js";
+import { CallbackListener } from "../callbacks.js";
+import { matchesOnly, type RunContext } from "../context.js";
+import { errorInfo } from "../errors.js";
+import { idempotencyKey } from "../idempotency.js";
+import { type PlanResult, plan } from "../plan.js";
+import { inShard, type Shard } from "../shard.js";
 import {
   type LedgerInput,
   type PoolStanding,
   type RunOutcome,
   runLedgerKey,
   type StateStore,
-} from "../../pipeline/types.js";
-import { serviceFor } from "../../services/index.js";
-import { StateStoreError } from "../../sinks/s3-journal.js";
-import { OutputError, type Sink } from "../../sinks/sink.js";
-import { traceStart } from "../../trace.js";
-import { matchesOnly, type RunContext } from "../context.js";
-import { errorInfo } from "../errors.js";
-import { idempotencyKey } from "../idempotency.js";
+} from "../types.js";
 import type { Opened } from "./open.js";
 
 export interface Admitted {

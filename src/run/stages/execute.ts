@@ -3,8 +3,8 @@
 // followed to their end; `--max-failures` watched as jobs end; and a stop honoured with a short
 // grace for requests still queued.
 import type { VideoTask } from "../../api/video.js";
-import { SpeechPricer } from "../../engine/pricing.js";
-import type { JobState } from "../../engine/state.js";
+import { SpeechPricer } from "../../budget/pricing.js";
+import { logFitted, narrationOf } from "../../episode/fitting.js";
 import {
   type AutoDuration,
   fitShot,
@@ -13,15 +13,15 @@ import {
   unfitted,
   type VideoJob,
 } from "../../manifest/index.js";
-import { logFitted, narrationOf } from "../../pipeline/fitting.js";
-import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../../pipeline/types.js";
-import { StateStoreError } from "../../sinks/s3-journal.js";
+import type { JobState } from "../../state/run-state.js";
+import { StateStoreError } from "../../state/s3-journal.js";
 import { SpeechPoller } from "../../tracking/speech-poller.js";
 import { DEFAULT_TRACK_OPTIONS } from "../../tracking/track.js";
 import { VideoPoller } from "../../tracking/video-poller.js";
 import type { RunContext } from "../context.js";
 import { errorInfo } from "../errors.js";
 import { JobRunner, nominalMs } from "../jobs.js";
+import type { MaxFailures, RunGate, RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 import type { Prepared } from "./prepare.js";

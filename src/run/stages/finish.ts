@@ -2,12 +2,12 @@
 // `finish` record of a run that ended, and the exit code. An interrupted run (a stop, the deadline,
 // an unreachable service) writes its report but not `finish`: the next run resumes it.
 
-import { inShard } from "../../pipeline/shard.js";
-import type { RunOutcome, StoppedBy } from "../../pipeline/types.js";
 import { buildReport } from "../../report/build.js";
 import { reportsFolder, writeReports } from "../../report/writing.js";
 import type { RunContext } from "../context.js";
 import { errorInfo } from "../errors.js";
+import { inShard } from "../shard.js";
+import type { RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Executed } from "./execute.js";
 import type { Opened } from "./open.js";

@@ -1,15 +1,15 @@
 // Stage 1, open: find the run (the manifest read offline, its name checked before any path is
 // built from it), where its results go, and take its lock. A second run on the same state stops
 // here, before it talks to anyone.
-import type { Lock } from "../../engine/lock.js";
-import { LockHeldError } from "../../engine/lock.js";
-import type { MaterialStager } from "../../engine/staging.js";
-import { type LocatedRun, locateRun } from "../../pipeline/locate.js";
-import type { RunOutcome } from "../../pipeline/types.js";
+import type { Lock } from "../../locks/file-lock.js";
+import { LockHeldError } from "../../locks/file-lock.js";
+import type { MaterialStager } from "../../services/staging.js";
 import type { Sink } from "../../sinks/sink.js";
+import { type LocatedRun, locateRun } from "../../state/locate.js";
 import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
 import { errorInfo } from "../errors.js";
+import type { RunOutcome } from "../types.js";
 
 export interface Opened {
   located: LocatedRun;

@@ -13,12 +13,12 @@ import {
 } from "../../api/index.js";
 import type { Skill } from "../../api/video.js";
 import type { Job } from "../../manifest/index.js";
-import { allInOrder } from "../../pipeline/plan.js";
-import type { RunOutcome, StateStore } from "../../pipeline/types.js";
 import { jobsOf, type VoiceRef, voiceHash } from "../../services/index.js";
 import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
 import { errorInfo } from "../errors.js";
+import { allInOrder } from "../plan.js";
+import type { RunOutcome, StateStore } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Opened } from "./open.js";
 

@@ -1,6 +1,6 @@
 // `clapper assemble MANIFEST`: its flags and handler.
 
-import { parseShards } from "../../../pipeline/shard.js";
+import { parseShards } from "../../../run/shard.js";
 import { defineCommand } from "../../command.js";
 import { ExitCode } from "../../exit-code.js";
 import { manifestArg, refusing, s3Flags, s3Options, stateFlag } from "../flags.js";

@@ -1,11 +1,11 @@
 // `clapper cancel MANIFEST`: the run's tasks still in flight, cancelled.
 import { ConnectionError, isUnavailable } from "../../../api/errors.js";
 import type { Clients } from "../../../api/index.js";
-import { openAttempt } from "../../../engine/state.js";
-import type { LocatedRun } from "../../../pipeline/locate.js";
-import type { Shard } from "../../../pipeline/shard.js";
+import type { Shard } from "../../../run/shard.js";
 import { serviceFor } from "../../../services/index.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
+import type { LocatedRun } from "../../../state/locate.js";
+import { openAttempt } from "../../../state/run-state.js";
 import { locate, neverRun, ownState } from "../run/state.js";
 import { ENDED, outcomeOf } from "../tasks/statuses.js";
 

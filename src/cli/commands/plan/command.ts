@@ -1,8 +1,8 @@
 // `clapper plan MANIFEST`: its flags, and the plan made offline or with the services (and their
 // prices, balance, voices, skills), with what the next run does when the run has a state.
 import { existsSync } from "node:fs";
-import type { LocatedRun } from "../../../pipeline/locate.js";
-import type { Shard } from "../../../pipeline/shard.js";
+import type { Shard } from "../../../run/shard.js";
+import type { LocatedRun } from "../../../state/locate.js";
 import { defineCommand, type GlobalArgs, type Runtime } from "../../command.js";
 import type { Outcome } from "../../output.js";
 import {
@@ -59,13 +59,13 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
     : undefined;
   try {
     // Loaded on use: the manifest reader and the run pipeline are not needed by other commands.
-    const { plan } = await import("../../../pipeline/plan.js");
+    const { plan } = await import("../../../run/plan.js");
     const { planJson, renderPlan, renderProblems } = await import("./index.js");
     // Shots timed to narration the state holds are fitted as the run fits them: their fingerprints
     // (and so whether they are reused) follow the fit.
     const jobs = located ? [...located.loaded.jobs] : [];
     if (located && states?.usable) {
-      const { fitFromState } = await import("../../../pipeline/fitting.js");
+      const { fitFromState } = await import("../../../episode/fitting.js");
       for (const group of states.groups) await fitFromState(jobs, group.state);
     }
     const planned = await plan({
@@ -96,7 +96,7 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
 
 /** The run as `run` finds it; undefined for a manifest with errors or one that cannot be read (plan says why). */
 async function locate(args: PlanArgs, shard: Shard | undefined): Promise<LocatedRun | undefined> {
-  const { locateRun } = await import("../../../pipeline/locate.js");
+  const { locateRun } = await import("../../../state/locate.js");
   const found = await locateRun({
     manifest: args.manifest,
     cwd: process.cwd(),

@@ -2,8 +2,8 @@
 
 import { RESOLUTIONS } from "../../../api/video.js";
 import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/index.js";
-import type { JobNext, PlanResult } from "../../../pipeline/plan.js";
-import { shardOf } from "../../../pipeline/shard.js";
+import type { JobNext, PlanResult } from "../../../run/plan.js";
+import { shardOf } from "../../../run/shard.js";
 import { byKind, jobsOf } from "../../../services/index.js";
 import type { PlanNext } from "./state.js";
 

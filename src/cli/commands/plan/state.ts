@@ -2,15 +2,15 @@
 // find it, read without writing (a run may be appending to it right now), and never a reason not to
 // plan: a state that cannot be read, or that belongs to another manifest, is a warning.
 import { join, resolve } from "node:path";
-import { initialState, type RunState } from "../../../engine/state.js";
 import { type Job, outputKey } from "../../../manifest/index.js";
 import type { Problem } from "../../../manifest/problems.js";
-import type { StoreEntry } from "../../../pipeline/admit.js";
-import { checkOwner, defaultStatePath, type LocatedRun } from "../../../pipeline/locate.js";
-import { type JobNext, type NextRun, nextRun, type PlanResult } from "../../../pipeline/plan.js";
-import { inShard, type Shard } from "../../../pipeline/shard.js";
-import { isS3State } from "../../../pipeline/state-location.js";
+import type { StoreEntry } from "../../../run/admit.js";
+import { type JobNext, type NextRun, nextRun, type PlanResult } from "../../../run/plan.js";
+import { inShard, type Shard } from "../../../run/shard.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
+import { checkOwner, defaultStatePath, type LocatedRun } from "../../../state/locate.js";
+import { isS3State } from "../../../state/location.js";
+import { initialState, type RunState } from "../../../state/run-state.js";
 
 export interface PlanStates {
   /** Where the state was looked for (the first shard's, when each shard has its own). */
@@ -75,7 +75,7 @@ export async function readPlanStates(
     return out;
   }
   const { readState } = await import("../run/state.js");
-  const { lockHolder } = await import("../../../engine/lock.js");
+  const { lockHolder } = await import("../../../locks/file-lock.js");
   for (const place of places) {
     let state: RunState;
     try {

@@ -1,12 +1,12 @@
 // `clapper report MANIFEST`: report.json, report.md, junit.xml and report.html written again from the run's state.
-import { acquireLock, LockHeldError } from "../../../engine/lock.js";
-import { MergeError, mergeReports } from "../../../pipeline/merge.js";
-import { outputs } from "../../../pipeline/run.js";
-import type { Shard } from "../../../pipeline/shard.js";
-import { isS3State } from "../../../pipeline/state-location.js";
+import { acquireLock, LockHeldError } from "../../../locks/file-lock.js";
 import { reportsFolder, writeReports } from "../../../report/writing.js";
+import { MergeError, mergeReports } from "../../../run/merge.js";
+import { outputs } from "../../../run/run.js";
+import type { Shard } from "../../../run/shard.js";
 import { type S3ClientOptions, S3StoreError } from "../../../sinks/s3.js";
 import { OutputError } from "../../../sinks/sink.js";
+import { isS3State } from "../../../state/location.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { ExitCode } from "../../exit-code.js";
 import { locate, neverRun, ownState, readState, reportFromState } from "../run/state.js";

@@ -1,8 +1,8 @@
 // `clapper run MANIFEST`: its flags, their checks, and the handler that hands them to the run.
 
 import type { CoordinatorUrl } from "../../../coord/url.js";
-import { DEFAULT_CEILING_RPS } from "../../../engine/rate.js";
-import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../pipeline/types.js";
+import { DEFAULT_CEILING_RPS } from "../../../rate/controller.js";
+import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../run/types.js";
 import { defineCommand } from "../../command.js";
 import { ExitError } from "../../errors.js";
 import { ExitCode } from "../../exit-code.js";

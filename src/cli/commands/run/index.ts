@@ -4,18 +4,18 @@ import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { CoordinatorUrl } from "../../../coord/url.js";
-import { ServiceGate, type Sharing } from "../../../engine/limiter.js";
-import { DEFAULT_CEILING_RPS, type RememberedRate } from "../../../engine/rate.js";
-import { ratesPath, readRates, writeRates } from "../../../engine/rates.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
-import { type LocatedRun, locateRun } from "../../../pipeline/locate.js";
-import { type Progress, type RunOutcome, run, type Seams } from "../../../pipeline/run.js";
-import { inShard, type Shard } from "../../../pipeline/shard.js";
-import { isS3State } from "../../../pipeline/state-location.js";
-import { type RunOptions, runLedgerKey } from "../../../pipeline/types.js";
+import { DEFAULT_CEILING_RPS, type RememberedRate } from "../../../rate/controller.js";
+import { ServiceGate, type Sharing } from "../../../rate/limiter.js";
+import { ratesPath, readRates, writeRates } from "../../../rate/remembered.js";
 import type { Report, ReportJob } from "../../../report/model.js";
 import { countsText, plural } from "../../../report/words.js";
+import { type Progress, type RunOutcome, run, type Seams } from "../../../run/run.js";
+import { inShard, type Shard } from "../../../run/shard.js";
+import { type RunOptions, runLedgerKey } from "../../../run/types.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
+import { type LocatedRun, locateRun } from "../../../state/locate.js";
+import { isS3State } from "../../../state/location.js";
 import { traceStart } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
@@ -348,7 +348,7 @@ async function coordinate(
   lease: { leaseMs: number } | undefined,
 ): Promise<Coordinated> {
   const [{ connectCoordinator, CoordinatorUnavailableError }, { coordinatedSeams, sharing }] =
-    await Promise.all([import("../../../coord/index.js"), import("../../../pipeline/coordinated.js")]);
+    await Promise.all([import("../../../coord/index.js"), import("../../../run/coordinated.js")]);
   const lost = new AbortController();
   const lose = (error: unknown) => {
     if (!lost.signal.aborted) lost.abort(error);
@@ -392,7 +392,7 @@ interface RateMemory {
 /** Where the rates are remembered: beside the state file, or under the prefix of a state in S3. */
 async function rememberedRates(statePath: string, s3: S3ClientOptions): Promise<RateMemory> {
   if (isS3State(statePath)) {
-    const { s3Rates } = await import("../../../pipeline/state-store.js");
+    const { s3Rates } = await import("../../../state/store.js");
     return s3Rates(statePath, s3);
   }
   const path = ratesPath(statePath);

@@ -2,27 +2,27 @@
 // cancel), and where --sandbox keeps the emulator's state for a run.
 import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { Journal } from "../../../engine/journal.js";
-import { damagedMessage, isDamagedState } from "../../../engine/repair.js";
+import { fitFromState } from "../../../episode/fitting.js";
+import type { Job } from "../../../manifest/index.js";
+import { outputKey } from "../../../manifest/outputs.js";
+import type { Problem } from "../../../manifest/problems.js";
+import { buildReport } from "../../../report/build.js";
+import type { Report } from "../../../report/model.js";
+import { outputs } from "../../../run/outputs.js";
+import { inShard, type Shard } from "../../../run/shard.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
+import type { Sink } from "../../../sinks/sink.js";
+import { Journal } from "../../../state/journal.js";
+import { checkOwner, defaultStatePath, type LocatedRun, locateRun } from "../../../state/locate.js";
+import { isS3State } from "../../../state/location.js";
+import { damagedMessage, isDamagedState } from "../../../state/repair.js";
 import {
   applyRecord,
   initialState,
   type JobState,
   type RunRecord,
   type RunState,
-} from "../../../engine/state.js";
-import type { Job } from "../../../manifest/index.js";
-import { outputKey } from "../../../manifest/outputs.js";
-import type { Problem } from "../../../manifest/problems.js";
-import { fitFromState } from "../../../pipeline/fitting.js";
-import { checkOwner, defaultStatePath, type LocatedRun, locateRun } from "../../../pipeline/locate.js";
-import { outputs } from "../../../pipeline/outputs.js";
-import { inShard, type Shard } from "../../../pipeline/shard.js";
-import { isS3State } from "../../../pipeline/state-location.js";
-import { buildReport } from "../../../report/build.js";
-import type { Report } from "../../../report/model.js";
-import type { S3ClientOptions } from "../../../sinks/s3.js";
-import type { Sink } from "../../../sinks/sink.js";
+} from "../../../state/run-state.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { ExitCode } from "../../exit-code.js";
 
@@ -81,7 +81,7 @@ export async function readState(
   manifest?: string,
 ): Promise<RunState> {
   if (isS3State(statePath)) {
-    const { readS3State, StateStoreError } = await import("../../../pipeline/state-store.js");
+    const { readS3State, StateStoreError } = await import("../../../state/store.js");
     try {
       return await readS3State(statePath, s3);
     } catch (error) {

@@ -1,10 +1,10 @@
 // `clapper status MANIFEST`: where the run stands, from its state (offline).
-import { lockHolder } from "../../../engine/lock.js";
-import type { Shard } from "../../../pipeline/shard.js";
-import { isS3State } from "../../../pipeline/state-location.js";
+import { lockHolder } from "../../../locks/file-lock.js";
 import type { Report } from "../../../report/model.js";
 import { plural } from "../../../report/words.js";
+import type { Shard } from "../../../run/shard.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
+import { isS3State } from "../../../state/location.js";
 import { table } from "../../output.js";
 import { locate, neverRun, ownState, reportFromState } from "../run/state.js";
 

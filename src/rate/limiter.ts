@@ -13,7 +13,7 @@
 import pLimit, { type LimitFunction } from "p-limit";
 import { AbortedError, RateLimitError } from "../api/errors.js";
 import type { RequestGate } from "../api/http.js";
-import { DEFAULT_CEILING_RPS, RateController, type RateSettings, type RememberedRate } from "./rate.js";
+import { DEFAULT_CEILING_RPS, RateController, type RateSettings, type RememberedRate } from "./controller.js";
 
 export interface ServiceLimits {
   /** Highest request rate to use (`--rps`); the rate found never goes above it. */

@@ -4,10 +4,10 @@
 import { existsSync, realpathSync } from "node:fs";
 import { mkdir, readFile, realpath, writeFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
-import type { RunState } from "../engine/state.js";
 import { type LoadedManifest, loadManifest, type ManifestInfo, type Problem } from "../manifest/index.js";
-import { type Shard, shardLabel } from "./shard.js";
-import { isS3State, parseS3State } from "./state-location.js";
+import { type Shard, shardLabel } from "../run/shard.js";
+import { isS3State, parseS3State } from "./location.js";
+import type { RunState } from "./run-state.js";
 
 export interface LocatedRun {
   loaded: LoadedManifest;

@@ -119,7 +119,7 @@ export interface RunState {
   manifest_path?: string;
   /**
    * The manifest's path from the state's folder: a project copied or moved whole finds its manifest
-   * where this says, whatever the absolute path (see pipeline/locate.ts, checkOwner).
+   * where this says, whatever the absolute path (see state/locate.ts, checkOwner).
    */
   manifest_rel?: string;
   /**

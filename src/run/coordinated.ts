@@ -7,6 +7,7 @@
 import type { z } from "zod";
 import { SpeechTask } from "../api/speech.js";
 import { VideoTask } from "../api/video.js";
+import { LocalLedger, type PointsLedger } from "../budget/ledger.js";
 import {
   type Coordinator,
   type CoordLock,
@@ -15,13 +16,12 @@ import {
   type SharedLedger,
   type SharedSightings,
 } from "../coord/index.js";
-import { LocalLedger, type PointsLedger } from "../engine/ledger.js";
-import type { Sharing } from "../engine/limiter.js";
-import { type Lock, LockHeldError, type LockOptions } from "../engine/lock.js";
+import { type Lock, LockHeldError, type LockOptions } from "../locks/file-lock.js";
 import type { BudgetPool } from "../manifest/index.js";
-import { DEFAULT_SEAMS } from "../run/context.js";
+import type { Sharing } from "../rate/limiter.js";
+import { isS3State } from "../state/location.js";
 import type { Sightings } from "../tracking/track.js";
-import { isS3State } from "./state-location.js";
+import { DEFAULT_SEAMS } from "./context.js";
 import type { LedgerInput, Seams } from "./types.js";
 
 export interface CoordinatedOptions {

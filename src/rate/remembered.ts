@@ -1,12 +1,12 @@
 // The request rates a run found, kept beside its state (`rates.json`; a state in S3 keeps them under
-// its prefix, src/pipeline/state-store.ts) for the next run on the same account, so it starts where
+// its prefix, src/state/store.ts) for the next run on the same account, so it starts where
 // the last one settled instead of finding the limit again. An account is named by a hash of the
 // service address and the key: the key itself is never written.
 import { createHash } from "node:crypto";
 import { readFile, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import type { RememberedRate } from "./rate.js";
+import type { RememberedRate } from "./controller.js";
 
 const Remembered = z.object({ rps: z.number().positive().finite(), settled: z.boolean(), at: z.string() });
 const RatesFile = z.object({

@@ -21,7 +21,7 @@ import {
   type JobState,
   type RunRecord,
   type RunState,
-} from "./state.js";
+} from "./run-state.js";
 
 /** What the manifest says of a job, to declare it again. */
 export interface RepairJob {

@@ -4,9 +4,9 @@
 // process lease is gone (the process died: src/coord/link.ts), so a killed container's lock frees
 // itself within its lease, with no file left behind to judge.
 import { hostname } from "node:os";
-import { CoordLockHeldError, CoordLockLostError, type CoordLockOwner } from "./errors.js";
-import type { Link } from "./link.js";
-import { sleep } from "./sleep.js";
+import { CoordLockHeldError, CoordLockLostError, type CoordLockOwner } from "../coord/errors.js";
+import type { Link } from "../coord/link.js";
+import { sleep } from "../coord/sleep.js";
 
 export const DEFAULT_LOCK_LEASE_MS = 30_000;
 export const DEFAULT_LOCK_HEARTBEAT_MS = 5_000;

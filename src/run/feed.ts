@@ -6,8 +6,9 @@
 // under it agree: a job is "generated" when this campaign (every process of the run, an
 // interrupted one included) made its result, "reused" when its result is an earlier run's, and the
 // points spent are the campaign's, not only this process's.
-import { type JobState, type RunState, spentPoints } from "../engine/state.js";
+
 import { campaignStart, madeIn } from "../report/build.js";
+import { type JobState, type RunState, spentPoints } from "../state/run-state.js";
 import type { Phase, Progress } from "./types.js";
 
 type Status = JobState["status"];

@@ -1,16 +1,16 @@
 // The run's state in S3 (`--state s3://BUCKET/PREFIX`): the journal in the store
-// (src/sinks/s3-journal.ts) with the runner's records, the state read by the commands beside a run,
+// (src/state/s3-journal.ts) with the runner's records, the state read by the commands beside a run,
 // and the remembered request rates kept under the same prefix.
 import { redactDeep } from "../api/redact.js";
-import type { RememberedRate } from "../engine/rate.js";
-import { parseRates, RATES_MAX_BYTES, ratesFor, ratesText } from "../engine/rates.js";
-import { applyRecord, initialState, type RunRecord, type RunState } from "../engine/state.js";
+import type { RememberedRate } from "../rate/controller.js";
+import { parseRates, RATES_MAX_BYTES, ratesFor, ratesText } from "../rate/remembered.js";
+import type { StateOpenOptions, StateStore } from "../run/types.js";
 import { createS3Client, type S3ClientOptions } from "../sinks/s3.js";
-import { readSmallObject, S3Journal, writeSmallObject } from "../sinks/s3-journal.js";
-import { parseS3State } from "./state-location.js";
-import type { StateOpenOptions, StateStore } from "./types.js";
+import { parseS3State } from "./location.js";
+import { applyRecord, initialState, type RunRecord, type RunState } from "./run-state.js";
+import { readSmallObject, S3Journal, writeSmallObject } from "./s3-journal.js";
 
-export { StateStoreError } from "../sinks/s3-journal.js";
+export { StateStoreError } from "./s3-journal.js";
 
 function journalOptions(uri: string, s3: S3ClientOptions | undefined) {
   const { bucket, prefix } = parseS3State(uri);

@@ -3,7 +3,7 @@
 // and waiting alike, save the state and leave the tasks in flight to the next run; only the exit
 // code and the message differ (4 for a stop and a deadline, 6 for an unreachable dependency).
 
-import { LONGEST_TIMER_MS } from "../engine/limiter.js";
+import { LONGEST_TIMER_MS } from "../rate/limiter.js";
 
 export type HaltReason = "signal" | "deadline" | "unreachable";
 

@@ -23,7 +23,7 @@ import { readFileSync, readlinkSync, unlinkSync } from "node:fs";
 import { type FileHandle, link, open, readdir, rename, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
-import { processAlive } from "../sinks/process-alive.js";
+import { processAlive } from "./process-alive.js";
 
 export const DEFAULT_LEASE_MS = 30_000;
 export const DEFAULT_HEARTBEAT_MS = 5_000;

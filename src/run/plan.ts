@@ -5,11 +5,17 @@
 import type { PointsSummary } from "../api/common.js";
 import { type Clients, collectList, type ListResult } from "../api/index.js";
 import type { ResolutionTier } from "../api/video.js";
-import { PriceError, priceFrom, SpeechDisabledError } from "../engine/pricing.js";
-import { type JobState, openAttempt, paidNotStored, type RunRecord, type RunState } from "../engine/state.js";
+import { PriceError, priceFrom, SpeechDisabledError } from "../budget/pricing.js";
 import { type Job, type LoadedManifest, loadManifest, type Problem, unfitted } from "../manifest/index.js";
 import { KEPT_PROBLEMS } from "../manifest/problems.js";
 import { jobsOf, serviceFor } from "../services/index.js";
+import {
+  type JobState,
+  openAttempt,
+  paidNotStored,
+  type RunRecord,
+  type RunState,
+} from "../state/run-state.js";
 import { traceStart } from "../trace.js";
 import { admit, declaration, type StoreEntry } from "./admit.js";
 import { inShard, type Shard } from "./shard.js";

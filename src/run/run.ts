@@ -1,31 +1,31 @@
 // `run`: the whole pipeline over a manifest, as its stages. Each stage is a module with a typed
-// input and output; the shared context (src/pipeline/context.ts) holds the seams, the stop and the
+// input and output; the shared context (src/run/context.ts) holds the seams, the stop and the
 // resources, given back in reverse order whatever the way out. The stages, top to bottom:
 //   open       find the run, its output, and take its lock             (stages/open.ts)
 //   admission  plan, prove the output, open the state, decide the work (stages/admission.ts)
 //   prepare    skills, voices, what dead writers left in the store     (stages/prepare.ts)
-//   execute    every job's life under the limits (src/pipeline/jobs.ts) (stages/execute.ts)
+//   execute    every job's life under the limits (src/run/jobs.ts) (stages/execute.ts)
 //   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
 import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
-import { ServiceGate } from "../engine/limiter.js";
-import { RunContext } from "../run/context.js";
-import { errorInfo } from "../run/errors.js";
-import { admitRun } from "../run/stages/admission.js";
-import { execute } from "../run/stages/execute.js";
-import { finish } from "../run/stages/finish.js";
-import { openRun } from "../run/stages/open.js";
-import { prepare } from "../run/stages/prepare.js";
+import { ServiceGate } from "../rate/limiter.js";
+import { RunContext } from "./context.js";
+import { errorInfo } from "./errors.js";
 import { ProgressFeed } from "./feed.js";
 import { Halt } from "./halt.js";
+import { admitRun } from "./stages/admission.js";
+import { execute } from "./stages/execute.js";
+import { finish } from "./stages/finish.js";
+import { openRun } from "./stages/open.js";
+import { prepare } from "./stages/prepare.js";
 import { DEFAULT_LIMITS, type RunOptions, type RunOutcome } from "./types.js";
 
 export { outputKey } from "../manifest/outputs.js";
-export { DEFAULT_SEAMS } from "../run/context.js";
-export { idempotencyKey } from "../run/idempotency.js";
-export { tooManyFailures } from "../run/stages/execute.js";
+export { defaultStatePath } from "../state/locate.js";
 export type { BudgetRow } from "./admit.js";
-export { defaultStatePath } from "./locate.js";
+export { DEFAULT_SEAMS } from "./context.js";
+export { idempotencyKey } from "./idempotency.js";
 export { outputs } from "./outputs.js";
+export { tooManyFailures } from "./stages/execute.js";
 export * from "./types.js";
 
 /** The run, and its last word in the log whatever the way out. */

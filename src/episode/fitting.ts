@@ -4,7 +4,6 @@
 // fingerprint decides reuse as any shot's does.
 import type { Logger } from "pino";
 import { wavSeconds } from "../api/wav.js";
-import type { RunState } from "../engine/state.js";
 import {
   fitShot,
   type Job,
@@ -15,6 +14,7 @@ import {
   type VideoJob,
 } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
+import type { RunState } from "../state/run-state.js";
 
 /** Enough of a WAV for its header, even with metadata chunks before `data`. */
 const WAV_HEAD_BYTES = 64 * 1024;

@@ -1,24 +1,24 @@
 // The run's shapes: what a caller gives `run()` and what it gets back, the progress it hears, and
 // the seams a second machine replaces (the lock, the state store, the ledger, the request gate, the
-// sink). Today's implementations are the defaults (src/pipeline/context.ts).
+// sink). Today's implementations are the defaults (src/run/context.ts).
 import type { Logger } from "pino";
 import type { Clients } from "../api/index.js";
 import type { SpeechTask } from "../api/speech.js";
 import type { VideoTask } from "../api/video.js";
-import type { PointsLedger } from "../engine/ledger.js";
-import type { ServiceLimits, TaskLimit } from "../engine/limiter.js";
-import type { Lock, LockOptions } from "../engine/lock.js";
-import { DEFAULT_CEILING_RPS } from "../engine/rate.js";
-import type { RepairInput } from "../engine/repair.js";
-import type { MaterialStager } from "../engine/staging.js";
-import type { RunRecord, RunState } from "../engine/state.js";
+import type { PointsLedger } from "../budget/ledger.js";
+import type { Lock, LockOptions } from "../locks/file-lock.js";
 import type { Problem } from "../manifest/index.js";
+import { DEFAULT_CEILING_RPS } from "../rate/controller.js";
+import type { ServiceLimits, TaskLimit } from "../rate/limiter.js";
 import type { Report } from "../report/model.js";
+import type { MaterialStager } from "../services/staging.js";
 import type { S3ClientOptions } from "../sinks/s3.js";
 import type { Sink } from "../sinks/sink.js";
+import type { LocatedRun } from "../state/locate.js";
+import type { RepairInput } from "../state/repair.js";
+import type { RunRecord, RunState } from "../state/run-state.js";
 import type { Sightings, TrackOptions } from "../tracking/track.js";
 import type { BudgetRow } from "./admit.js";
-import type { LocatedRun } from "./locate.js";
 import type { Shard } from "./shard.js";
 
 /** The run's state: what happened, record by record, and the state those records make. */
@@ -141,7 +141,7 @@ export interface RunOptions {
   only?: string[];
   retryFailed?: boolean;
   fresh?: boolean;
-  /** `--repair-state`: rebuild a damaged state from its readable lines (see engine/repair.ts). */
+  /** `--repair-state`: rebuild a damaged state from its readable lines (see state/repair.ts). */
   repairState?: boolean;
   /** Attempts per job in one run, the first included. */
   maxAttempts?: number;

@@ -1,7 +1,7 @@
 // Where a run's results go (a folder, or S3) and where its local materials are staged for the
 // services to fetch.
 import { join, resolve } from "node:path";
-import { InlineStager, type MaterialStager, S3Stager } from "../engine/staging.js";
+import { InlineStager, type MaterialStager, S3Stager } from "../services/staging.js";
 import { LocalSink } from "../sinks/local.js";
 import { createS3Client, parseS3Uri, type S3ClientOptions, type S3Location, S3Sink } from "../sinks/s3.js";
 import type { Sink } from "../sinks/sink.js";

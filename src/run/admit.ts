@@ -2,6 +2,8 @@
 // state with the run's opening records applied. Nothing reaches the journal before the run is
 // admitted, so a run refused for its budget (`--fresh` included) leaves the state as it found it.
 
+import { type Job, unfitted } from "../manifest/index.js";
+import { outputKey } from "../manifest/outputs.js";
 import {
   applyRecord,
   type JobState,
@@ -10,9 +12,7 @@ import {
   type RunRecord,
   type RunState,
   spentPoints,
-} from "../engine/state.js";
-import { type Job, unfitted } from "../manifest/index.js";
-import { outputKey } from "../manifest/outputs.js";
+} from "../state/run-state.js";
 import type { PoolStanding } from "./types.js";
 
 export interface StoreEntry {

@@ -1,5 +1,5 @@
 // The run's journal in an S3-compatible store (`--state s3://BUCKET/PREFIX`), so that a pod with no
-// disk resumes where a killed one stopped. The file journal's contract (src/engine/journal.ts):
+// disk resumes where a killed one stopped. The file journal's contract (src/state/journal.ts):
 // records change the state in memory at once and are written in order; the records of one turn of
 // the event loop go out in one PutObject (group commit); a durable append resolves only once its
 // object is stored (write-ahead depends on it); the others ride with the next durable one, or go
@@ -23,7 +23,7 @@
 import { hostname } from "node:os";
 import type { S3Client } from "@aws-sdk/client-s3";
 import pLimit from "p-limit";
-import { ObjectTooLargeError, readBoundedText, type S3Location, sdk, storeError } from "./s3.js";
+import { ObjectTooLargeError, readBoundedText, type S3Location, sdk, storeError } from "../sinks/s3.js";
 
 /** A group of objects a writer leaves before it snapshots them away. */
 const COMPACT_EVERY = 128;
