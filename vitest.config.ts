@@ -21,6 +21,7 @@ const TIMED = [
   "test/coord/**/*.test.ts",
   "test/s3/memory.test.ts",
   "test/sandbox/every-size.test.ts",
+  "test/sandbox/materials.test.ts",
   "test/cli/startup.test.ts",
   "test/cli/display-pty.test.ts",
   "test/cli/signals.test.ts",
