@@ -63,3 +63,9 @@ export function perKind<R>(table: PerKind<R>): (job: Job) => R {
   // The table's entry for job.kind takes that very kind of job; TypeScript cannot follow the pairing.
   return (job) => (table[job.kind] as (job: Job) => R)(job);
 }
+
+/** The shot a job belongs to: a shot's own row, or the shot a line names (if it names one). */
+export const shotOf = perKind<string | undefined>({
+  video: (shot) => shot.rowId,
+  speech: (line) => line.shot,
+});

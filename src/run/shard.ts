@@ -4,7 +4,7 @@
 // name it stay together (the lines of a shot are reviewed, and will be timed, with it).
 import { createHash } from "node:crypto";
 import type { Job } from "../manifest/index.js";
-import { serviceFor } from "../services/index.js";
+import { shotOf } from "../manifest/job.js";
 
 /** Shard `index` of `total`, 1-based as Playwright and Jest count them. */
 export interface Shard {
@@ -32,7 +32,7 @@ export function shardLabel(shard: Shard): string {
 
 /** The group a job is placed by: its shot (takes and the lines that name the shot), else itself. */
 export function shardKey(job: Job): string {
-  const shot = serviceFor(job.kind).shot(job);
+  const shot = shotOf(job);
   return shot !== undefined ? `shot/${shot}` : job.id;
 }
 

@@ -3,6 +3,7 @@ import { incompleteWarning, takeList } from "../api/index.js";
 import { SPEECH_STATUSES, type SpeechStatus, type SpeechTask } from "../api/speech.js";
 import { linePoints } from "../budget/pricing.js";
 import type { SpeechJob } from "../manifest/index.js";
+import { shotOf } from "../manifest/job.js";
 import { expectedSpeechMs } from "../tracking/durations.js";
 import type { TaskService } from "./index.js";
 import { MaterialError } from "./staging.js";
@@ -54,7 +55,7 @@ export const speechService: SpeechService = {
   fallbackPoints: () => undefined,
   resultLimit: (job) => ({ kind: "speech", countedChars: job.countedChars, speed: job.request.speed ?? 1 }),
   expectedSeconds: () => undefined,
-  shot: (job) => job.shot,
+  shot: shotOf,
 };
 
 /** A task cost the service may state: a whole number, not negative, not beyond reason. */

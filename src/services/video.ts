@@ -9,6 +9,7 @@ import {
   videoPoints,
 } from "../api/video.js";
 import type { VideoJob } from "../manifest/index.js";
+import { shotOf } from "../manifest/job.js";
 import { expectedVideoMs } from "../tracking/durations.js";
 import type { BodyInputs, ServiceClients, TaskService } from "./index.js";
 import { MaterialError } from "./staging.js";
@@ -78,7 +79,7 @@ export const videoService: VideoService = {
   fallbackPoints: (job) => (UPSCALE_TIERS.includes(job.tier) ? basePoints(job.duration) : undefined),
   resultLimit: (job) => ({ kind: "video", seconds: job.duration, tier: job.tier }),
   expectedSeconds: (job) => job.duration,
-  shot: (job) => job.rowId,
+  shot: shotOf,
 };
 
 /**
