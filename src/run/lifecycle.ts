@@ -49,7 +49,7 @@ export type LifeEvent =
   | "cancelled";
 
 /** What the runner does with a job in a phase, before the guards of `nextStep`. */
-export type Effect =
+type Effect =
   /** Reserve its price and write the intent, then send the create and follow its task. */
   | "open"
   /** Send the open attempt's create (again, with its key), then follow its task. */
