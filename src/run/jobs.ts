@@ -21,19 +21,14 @@ import {
   validCost,
 } from "../services/index.js";
 import { MaterialError } from "../services/staging.js";
-import {
-  type Attempt,
-  type JobState,
-  openAttempt,
-  paidNotStored,
-  type RunState,
-} from "../state/run-state.js";
+import { type Attempt, type JobState, openAttempt, type RunState } from "../state/run-state.js";
 import { traceStart } from "../trace.js";
 import { TaskUnreadableError } from "../tracking/track.js";
 import { Collection } from "./collection.js";
 import { errorInfo, refused, sharedError } from "./errors.js";
 import { idempotencyKey, keptBody } from "./idempotency.js";
 import type { JobContext } from "./job-context.js";
+import { nextStep, phaseOf } from "./lifecycle.js";
 import { Orphans } from "./orphans.js";
 import { holderOf, isReplay, markHolder } from "./task-ids.js";
 
@@ -104,37 +99,48 @@ export class JobRunner {
   /** One pass of the job's life; "again" when a failed attempt is to be retried. */
   private async step(job: Job): Promise<Outcome> {
     const st = this.st(job);
-    // Paid for and not yet stored (a kill during the download, or a result that an earlier run
-    // could not get or got broken): fetched again, once a run, before anything is created.
-    const again = paidNotStored(st) && !this.fetchedAgain.has(job.id);
-    if (st.status === "collecting" || again) {
-      this.fetchedAgain.add(job.id);
-      const paid = st.attempts.at(-1);
-      const outcome = paid?.taskId ? await this.collection.paid(job, paid) : "left";
-      // Broken again (not merely out of reach this time): --retry-failed asked for a new task, and
-      // only now is one paid for.
-      return again && outcome === "failed" && this.c.retryFailed ? "again" : "done";
-    }
-    let attempt = openAttempt(st);
-    if (!attempt) {
-      if (this.stopped) return "done";
-      if (this.tried(st) >= this.c.maxAttempts) return "done";
-      if (serviceFor(job.kind).pricedAtCreate && this.c.exactSpeechPricing) {
-        // Priced, reserved, written ahead and created one at a time (see exactSpeechPricing).
-        return this.speechTurn(async () => {
-          const opened = await this.open(job);
-          if (!opened) return "done";
-          return this.create(job, opened);
-        }).then((outcome) => (outcome === "created" ? this.follow(job) : outcome));
+    const next = nextStep({
+      phase: phaseOf(st),
+      fetchedAgain: this.fetchedAgain.has(job.id),
+      stopped: Boolean(this.stopped),
+      exhausted: this.tried(st) >= this.c.maxAttempts,
+      oneAtATime: serviceFor(job.kind).pricedAtCreate && this.c.exactSpeechPricing,
+    });
+    switch (next.do) {
+      case "collect": {
+        // Paid for and not yet stored (a kill during the download, or a result that an earlier run
+        // could not get or got broken): fetched again, once a run, before anything is created.
+        this.fetchedAgain.add(job.id);
+        const paid = st.attempts.at(-1);
+        const outcome = paid?.taskId ? await this.collection.paid(job, paid) : "left";
+        // Broken again (not merely out of reach this time): --retry-failed asked for a new task, and
+        // only now is one paid for.
+        return next.again && outcome === "failed" && this.c.retryFailed ? "again" : "done";
       }
-      attempt = await this.open(job);
-      if (!attempt) return "done";
+      case "nothing":
+        return "done";
+      case "open": {
+        if (next.inTurn) {
+          // Priced, reserved, written ahead and created one at a time (see exactSpeechPricing).
+          return this.speechTurn(async () => {
+            const opened = await this.open(job);
+            if (!opened) return "done";
+            return this.create(job, opened);
+          }).then((outcome) => (outcome === "created" ? this.follow(job) : outcome));
+        }
+        const opened = await this.open(job);
+        if (!opened) return "done";
+        const outcome = await this.create(job, opened);
+        return outcome === "created" ? this.follow(job) : outcome;
+      }
+      case "create": {
+        // The phase is `intent`: an attempt is open, its task not known.
+        const outcome = await this.create(job, openAttempt(st) as Attempt);
+        return outcome === "created" ? this.follow(job) : outcome;
+      }
+      case "follow":
+        return this.follow(job);
     }
-    if (!attempt.taskId) {
-      const outcome = await this.create(job, attempt);
-      if (outcome !== "created") return outcome;
-    }
-    return this.follow(job);
   }
 
   /** Follows to their end the tasks no job of the manifest will (see Orphans). */
