@@ -8,7 +8,7 @@ import type { Job } from "../manifest/job.js";
 import { didYouMean } from "../manifest/problems.js";
 import { isShot } from "./parts.js";
 
-export type Transition = "none" | "fade";
+type Transition = "none" | "fade";
 
 export interface AssembleSettings {
   /** A music bed under the whole episode: the absolute path, and the path as written. */

@@ -60,7 +60,7 @@ export interface Attempt {
   shared?: { code: string; message: string };
 }
 
-export interface StoredOutput {
+interface StoredOutput {
   uri: string;
   bytes: number;
   sha256: string;
@@ -148,7 +148,7 @@ export interface RunState {
 }
 
 /** How an attempt's end decides the job's fate, written in the same record so a kill cannot split them. */
-export type Fate = "failed" | "cancelled";
+type Fate = "failed" | "cancelled";
 
 export type RunRecord =
   | {
