@@ -19,7 +19,6 @@ export type SpeechStatus = z.infer<typeof SpeechStatus>;
 
 export const POINT_STATUSES = ["reserved", "consumed", "released"] as const;
 const PointStatus = z.enum(POINT_STATUSES);
-type PointStatus = z.infer<typeof PointStatus>;
 
 /** Order of the 8 elements of `emotion_vector`. */
 export const EMOTION_DIMENSIONS = [
@@ -162,7 +161,6 @@ const SpeechStatusCounts = z.looseObject({
   failed: int().optional(),
   cancelled: int().optional(),
 });
-type SpeechStatusCounts = z.infer<typeof SpeechStatusCounts>;
 
 export const SpeechTaskList = z.looseObject({
   items: z.array(SpeechTask),

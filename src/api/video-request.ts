@@ -4,14 +4,7 @@
 import { z } from "zod";
 import { charLength, formatPath, type Issue, intInRange, show } from "./common.js";
 import { checkAbsoluteUrl, checkPublicUrl, parseDataUrl } from "./urls.js";
-import {
-  CONTENT_ROLES,
-  CONTENT_TYPES,
-  type ContentRole,
-  type ContentType,
-  VideoModel,
-  VideoRatio,
-} from "./video.js";
+import { CONTENT_TYPES, type ContentRole, type ContentType, VideoModel, VideoRatio } from "./video.js";
 
 // ---------------------------------------------------------------------------------------------
 // Content elements

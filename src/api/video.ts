@@ -90,7 +90,6 @@ const VideoTaskUsage = z.looseObject({
   total_seconds: int().optional(),
   output_seconds: int().optional(),
 });
-type VideoTaskUsage = z.infer<typeof VideoTaskUsage>;
 
 export const VideoTask = z.looseObject({
   id: z.string(),

@@ -15,7 +15,7 @@
 import type { Link } from "./link.js";
 import { type PoolPeriod, periodId, periodTtlMs } from "./period.js";
 
-export interface PoolSpec {
+interface PoolSpec {
   name: string;
   maxPoints: number;
   period: PoolPeriod;
@@ -78,7 +78,7 @@ interface Described {
   periodId: string;
 }
 
-export class ReservationLapsedError extends Error {
+class ReservationLapsedError extends Error {
   override name = "ReservationLapsedError";
 }
 

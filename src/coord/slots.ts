@@ -8,7 +8,7 @@ import { AbortedError } from "../api/errors.js";
 import { type Link, SHARED_KEY_TTL_MS } from "./link.js";
 import { sleep } from "./sleep.js";
 
-export interface Slot {
+interface Slot {
   release(): Promise<void>;
 }
 

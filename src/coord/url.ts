@@ -13,7 +13,7 @@ export interface CoordinatorUrl {
   db: number;
 }
 
-export class CoordinatorUrlError extends Error {
+class CoordinatorUrlError extends Error {
   override name = "CoordinatorUrlError";
 }
 

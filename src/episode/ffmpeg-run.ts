@@ -5,7 +5,7 @@
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 
-export type FfmpegFailure = "missing" | "failed" | "timeout" | "aborted";
+type FfmpegFailure = "missing" | "failed" | "timeout" | "aborted";
 
 export class FfmpegError extends Error {
   override name = "FfmpegError";
@@ -37,7 +37,7 @@ export function ffmpegBinary(): string {
   }
 }
 
-export interface RunFfmpegOptions {
+interface RunFfmpegOptions {
   binary: string;
   timeoutMs: number;
   signal?: AbortSignal | undefined;
@@ -47,7 +47,7 @@ export interface RunFfmpegOptions {
   acceptExit?: (code: number) => boolean;
 }
 
-export interface FfmpegResult {
+interface FfmpegResult {
   code: number;
   stdout: Buffer;
   /** The end of stderr (at most STDERR_KEEP bytes). */

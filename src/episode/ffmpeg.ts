@@ -12,12 +12,12 @@ export interface Rational {
   den: number;
 }
 
-export interface PlannedLine {
+interface PlannedLine {
   /** Absolute path of the line's audio file. */
   path: string;
 }
 
-export interface PlannedShot {
+interface PlannedShot {
   /** Absolute path of the shot's video file. */
   path: string;
   /** Frames of the episode this shot fills, at the episode's frame rate. */

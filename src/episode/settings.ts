@@ -8,7 +8,7 @@ import type { Job } from "../manifest/job.js";
 import { didYouMean } from "../manifest/problems.js";
 import { isShot } from "./parts.js";
 
-export type Transition = "none" | "fade";
+type Transition = "none" | "fade";
 
 export interface AssembleSettings {
   /** A music bed under the whole episode: the absolute path, and the path as written. */
@@ -38,6 +38,44 @@ export const MAX_TRANSITION_S = 5;
 
 type Fail = (key: string, message: string) => void;
 
+/** `assemble.music`: a file that exists, relative to the manifest. */
+async function readMusic(
+  music: unknown,
+  manifestDir: string,
+  fail: Fail,
+): Promise<AssembleSettings["music"] | undefined> {
+  if (typeof music !== "string" || music.trim() === "") {
+    fail("assemble.music", `expected an audio file path, got ${show(music)}`);
+    return undefined;
+  }
+  const path = resolve(manifestDir, music);
+  try {
+    // Only looked at here: the bytes are hashed when the episode is assembled.
+    await checkRegularFile(path);
+    return { path, written: music };
+  } catch (error) {
+    fail(
+      "assemble.music",
+      error instanceof FileError && error.problem === "missing"
+        ? `file not found: ${music} (relative to the manifest)`
+        : `${music}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return undefined;
+  }
+}
+
+/** `assemble.takes`: shot id -> take number, each read into `into`. */
+function readTakes(value: unknown, into: Record<string, number>, fail: Fail): void {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail("assemble.takes", `expected a mapping of shot id: take number, got ${show(value)}`);
+    return;
+  }
+  for (const [shot, take] of Object.entries(value)) {
+    if (typeof take === "number" && Number.isInteger(take) && take >= 1) into[shot] = take;
+    else fail(`assemble.takes.${shot}`, `expected a take number (1, 2, ...), got ${show(take)}`);
+  }
+}
+
 /** `assemble: {music, music_db, transition, transition_seconds, takes}`, each optional. */
 export async function readAssemble(
   value: unknown,
@@ -56,23 +94,8 @@ export async function readAssemble(
       fail(`assemble.${k}`, `unknown field${didYouMean(k, FIELDS) || ` (known: ${FIELDS.join(", ")})`}`);
   }
   if (v.music !== undefined && v.music !== null) {
-    if (typeof v.music !== "string" || v.music.trim() === "") {
-      fail("assemble.music", `expected an audio file path, got ${show(v.music)}`);
-    } else {
-      const path = resolve(manifestDir, v.music);
-      try {
-        // Only looked at here: the bytes are hashed when the episode is assembled.
-        await checkRegularFile(path);
-        settings.music = { path, written: v.music };
-      } catch (error) {
-        fail(
-          "assemble.music",
-          error instanceof FileError && error.problem === "missing"
-            ? `file not found: ${v.music} (relative to the manifest)`
-            : `${v.music}: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      }
-    }
+    const music = await readMusic(v.music, manifestDir, fail);
+    if (music) settings.music = music;
   }
   if (v.music_db !== undefined) {
     if (
@@ -100,16 +123,7 @@ export async function readAssemble(
         `expected seconds above 0 and at most ${MAX_TRANSITION_S}, got ${show(s)}`,
       );
   }
-  if (v.takes !== undefined && v.takes !== null) {
-    if (typeof v.takes !== "object" || Array.isArray(v.takes)) {
-      fail("assemble.takes", `expected a mapping of shot id: take number, got ${show(v.takes)}`);
-    } else {
-      for (const [shot, take] of Object.entries(v.takes)) {
-        if (typeof take === "number" && Number.isInteger(take) && take >= 1) settings.takes[shot] = take;
-        else fail(`assemble.takes.${shot}`, `expected a take number (1, 2, ...), got ${show(take)}`);
-      }
-    }
-  }
+  if (v.takes !== undefined && v.takes !== null) readTakes(v.takes, settings.takes, fail);
   return settings;
 }
 

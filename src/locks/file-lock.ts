@@ -448,6 +448,62 @@ export async function lockHolder(
   return { owner: seen.owner };
 }
 
+/** This process as a lock's owner, under a fresh instance id. */
+function newOwner(): LockOwner {
+  const ns = pidns();
+  return {
+    pid: process.pid,
+    host: hostname(),
+    started_at: new Date().toISOString(),
+    instance: randomBytes(12).toString("hex"),
+    ...(ns ? { pidns: ns } : {}),
+  };
+}
+
+/**
+ * A lock whose holder cannot be checked for life from here is watched for up to a lease:
+ * "changed" when it changed hands or went (look again), its staleness when it stopped being
+ * refreshed; throws LockHeldError when it is still refreshed.
+ */
+async function waitOutUncheckable(
+  path: string,
+  seen: Seen,
+  leaseMs: number,
+  now: number,
+  wait: NonNullable<LockOptions["wait"]>,
+): Promise<"changed" | { now: number; reason: string }> {
+  const left = Math.min(leaseMs, Math.max(0, leaseMs - (now - seen.mtimeMs)));
+  wait.onWait?.(
+    `another run holds ${path} (${describeOwner(seen.owner)}; refreshed ${seconds(now - seen.mtimeMs)} ago), and whether it is alive cannot be checked from here: waiting up to ${seconds(left)} to see whether it is still refreshed`,
+    left,
+  );
+  const watched = await watch(path, seen, leaseMs, wait.signal);
+  const after = Date.now();
+  if (watched === "changed") return "changed";
+  if (watched === "stale")
+    return { now: after, reason: `not refreshed for ${seconds(after - seen.mtimeMs)}` };
+  throw new LockHeldError(path, seen.owner, 0, leaseMs);
+}
+
+/** What acquiring says of the lock it removed: whose it was, and why it could be taken. */
+function replacedLock(
+  path: string,
+  seen: Seen,
+  kind: ReplacedLock["kind"],
+  reason: string,
+  now: number,
+): ReplacedLock {
+  return {
+    owner: seen.owner,
+    kind,
+    reason,
+    refreshedAgoMs: now - seen.mtimeMs,
+    message:
+      `${kind === "broken" ? "broke" : "took over"} the lock ${path} of ${describeOwner(seen.owner)}, ` +
+      `last refreshed ${seconds(now - seen.mtimeMs)} ago${kind === "stale" ? ` (${reason})` : ""}`,
+  };
+}
+
 /**
  * Takes the lock or throws LockHeldError at once; never waits. A stale lock (not refreshed for
  * `leaseMs`, or left by a dead process of this host) is taken over, any lock with `breakLock`.
@@ -459,14 +515,7 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
   if (!(leaseMs > 0) || !(heartbeatMs > 0) || heartbeatMs * 2 > leaseMs) {
     throw new RangeError(`lock heartbeat ${heartbeatMs} ms must be at most half the lease ${leaseMs} ms`);
   }
-  const ns = pidns();
-  const me: LockOwner = {
-    pid: process.pid,
-    host: hostname(),
-    started_at: new Date().toISOString(),
-    instance: randomBytes(12).toString("hex"),
-    ...(ns ? { pidns: ns } : {}),
-  };
+  const me = newOwner();
   const instance = me.instance as string;
   let replaced: ReplacedLock | undefined;
   let last: Seen | undefined;
@@ -487,33 +536,16 @@ export async function acquireLock(path: string, options: LockOptions = {}): Prom
       let now = Date.now();
       let reason = options.breakLock ? "--break-lock" : staleness(seen, leaseMs, now);
       if (!reason && options.wait && !checkable(seen)) {
-        const left = Math.min(leaseMs, Math.max(0, leaseMs - (now - seen.mtimeMs)));
-        options.wait.onWait?.(
-          `another run holds ${path} (${describeOwner(seen.owner)}; refreshed ${seconds(now - seen.mtimeMs)} ago), and whether it is alive cannot be checked from here: waiting up to ${seconds(left)} to see whether it is still refreshed`,
-          left,
-        );
-        const watched = await watch(path, seen, leaseMs, options.wait.signal);
-        now = Date.now();
-        if (watched === "changed") continue;
-        if (watched === "stale") reason = `not refreshed for ${seconds(now - seen.mtimeMs)}`;
-        else throw new LockHeldError(path, seen.owner, 0, leaseMs);
+        const waited = await waitOutUncheckable(path, seen, leaseMs, now, options.wait);
+        if (waited === "changed") continue;
+        ({ now, reason } = waited);
       }
       if (!reason) throw new LockHeldError(path, seen.owner, now - seen.mtimeMs, leaseMs);
       const outcome = await remove(path, seen, me, leaseMs);
       takingOver = outcome === "busy";
       if (takingOver) break;
-      if (outcome === "removed") {
-        const kind = options.breakLock ? "broken" : "stale";
-        replaced = {
-          owner: seen.owner,
-          kind,
-          reason,
-          refreshedAgoMs: now - seen.mtimeMs,
-          message:
-            `${kind === "broken" ? "broke" : "took over"} the lock ${path} of ${describeOwner(seen.owner)}, ` +
-            `last refreshed ${seconds(now - seen.mtimeMs)} ago${kind === "stale" ? ` (${reason})` : ""}`,
-        };
-      }
+      if (outcome === "removed")
+        replaced = replacedLock(path, seen, options.breakLock ? "broken" : "stale", reason, now);
     }
     const now = Date.now();
     throw new LockHeldError(path, last?.owner, last ? now - last.mtimeMs : 0, leaseMs, takingOver);

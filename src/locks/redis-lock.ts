@@ -8,8 +8,8 @@ import { CoordLockHeldError, CoordLockLostError, type CoordLockOwner } from "../
 import type { Link } from "../coord/link.js";
 import { sleep } from "../coord/sleep.js";
 
-export const DEFAULT_LOCK_LEASE_MS = 30_000;
-export const DEFAULT_LOCK_HEARTBEAT_MS = 5_000;
+const DEFAULT_LOCK_LEASE_MS = 30_000;
+const DEFAULT_LOCK_HEARTBEAT_MS = 5_000;
 /** Fencing counters outlive any lock by far: a token must never go back. */
 const FENCE_TTL_MS = 400 * 86_400_000;
 

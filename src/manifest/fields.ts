@@ -105,104 +105,161 @@ function got(value: unknown): string {
   return typeof value === "string" ? quoted(value) : show(value);
 }
 
-function coerce(type: FieldType, located: Located): { value: unknown } | { error: string } {
+type Coerced = { value: unknown } | { error: string };
+
+/** The cell's text when the value is a CSV cell (which needs coercing); undefined for YAML values. */
+function csvCell(located: Located): string | undefined {
+  return located.fromCsv && typeof located.value === "string" ? located.value : undefined;
+}
+
+/** A CSV cell read as an integer (NaN when it is not one); a YAML value as it is. */
+function intOf(v: unknown, cell: string | undefined): unknown {
+  if (cell === undefined) return v;
+  return /^[+-]?\d+$/.test(cell) ? Number(cell) : Number.NaN;
+}
+
+function coerceString(v: unknown): Coerced {
+  if (typeof v === "string") return { value: v };
+  if (typeof v === "number" || typeof v === "boolean") return { value: String(v) };
+  return { error: `expected text, got ${got(v)}` };
+}
+
+function coercePath(v: unknown, cell: string | undefined): Coerced {
+  // One frame image: the service takes at most one first frame and one last frame.
+  const many = cell !== undefined ? splitList(cell) : Array.isArray(v) ? v : undefined;
+  if (many && many.length > 1) {
+    return {
+      error: `expected one image (at most 1 frame of each kind per request), got ${many.length}: ${got(v)}`,
+    };
+  }
+  const one = many ? many[0] : v;
+  if (typeof one === "string") return { value: one };
+  return { error: `expected a path or URL, got ${got(v)}` };
+}
+
+function coerceInt(v: unknown, cell: string | undefined): Coerced {
+  const n = intOf(v, cell);
+  if (typeof n === "number" && Number.isInteger(n)) return { value: n };
+  return { error: `expected an integer, got ${got(v)}` };
+}
+
+function coerceDuration(v: unknown, cell: string | undefined): Coerced {
+  // `auto`: timed to the shot's narration once its lines exist (src/manifest/timing.ts).
+  if (typeof v === "string" && v.trim().toLowerCase() === "auto") return { value: "auto" };
+  const n = intOf(v, cell);
+  if (typeof n === "number" && Number.isInteger(n)) return { value: n };
+  return { error: `expected an integer or auto, got ${got(v)}` };
+}
+
+function coerceNumber(v: unknown, cell: string | undefined): Coerced {
+  const n =
+    cell !== undefined
+      ? /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(cell)
+        ? Number(cell)
+        : Number.NaN
+      : v;
+  if (typeof n === "number" && Number.isFinite(n)) return { value: n };
+  return { error: `expected a number, got ${got(v)}` };
+}
+
+function coerceBool(v: unknown, cell: string | undefined): Coerced {
+  if (typeof v === "boolean") return { value: v };
+  const b = cell !== undefined ? BOOL_TEXT[cell.toLowerCase()] : undefined;
+  if (b !== undefined) return { value: b };
+  return { error: `expected true or false, got ${got(v)}` };
+}
+
+function coerceStrings(v: unknown, cell: string | undefined): Coerced {
+  if (cell !== undefined) return { value: splitList(cell) };
+  if (typeof v === "string") return { value: [v] };
+  if (Array.isArray(v) && v.every((s) => typeof s === "string")) return { value: v };
+  return { error: `expected a list of paths or URLs, got ${got(v)}` };
+}
+
+function coerceNumbers(v: unknown, cell: string | undefined, fromCsv: boolean): Coerced {
+  const items =
+    cell !== undefined ? splitList(cell).map((s) => (/^[+-]?(\d+\.?\d*|\.\d+)$/.test(s) ? Number(s) : s)) : v;
+  if (Array.isArray(items) && items.every((n) => typeof n === "number" && Number.isFinite(n))) {
+    return { value: items };
+  }
+  return {
+    error: `expected a list of numbers${fromCsv ? " separated by |" : ""}, got ${got(v)}`,
+  };
+}
+
+function coerceVars(v: unknown): Coerced {
+  if (v && typeof v === "object" && !Array.isArray(v)) {
+    const out: Record<string, string> = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (typeof x === "object" && x !== null) return { error: `vars.${k}: expected text, got ${show(x)}` };
+      out[k] = String(x);
+    }
+    return { value: out };
+  }
+  return { error: `expected a mapping of name: value, got ${got(v)}` };
+}
+
+/** `word=kind:value|word=kind:value` */
+function pronunciationsFromCell(cell: string): Coerced {
+  const rules: Pronunciation[] = [];
+  for (const item of splitList(cell)) {
+    const m = item.match(/^([^=]+)=([A-Za-z]+):(.+)$/);
+    if (!m) return { error: `expected word=kind:value items separated by |, got ${got(item)}` };
+    rules.push({ word: (m[1] ?? "").trim(), kind: m[2] ?? "", value: (m[3] ?? "").trim() });
+  }
+  return { value: rules };
+}
+
+/** The first problem of a YAML list of {word, kind, value} rules, or undefined when every rule is whole. */
+function pronunciationListProblem(list: readonly unknown[]): string | undefined {
+  for (const [i, r] of list.entries()) {
+    const rule = r as Record<string, unknown>;
+    if (
+      !rule ||
+      typeof rule !== "object" ||
+      ["word", "kind", "value"].some((k) => typeof rule[k] !== "string")
+    ) {
+      return `[${i}]: expected {word, kind, value} (all text), got ${show(r)}`;
+    }
+    const extra = Object.keys(rule).filter((k) => !["word", "kind", "value"].includes(k));
+    if (extra.length > 0) return `[${i}]: unknown field ${quoted(String(extra[0]))}`;
+  }
+  return undefined;
+}
+
+function coercePronunciations(v: unknown, cell: string | undefined): Coerced {
+  if (cell !== undefined) return pronunciationsFromCell(cell);
+  if (Array.isArray(v)) {
+    const error = pronunciationListProblem(v);
+    return error === undefined ? { value: v } : { error };
+  }
+  return { error: `expected a list of {word, kind, value}, got ${got(v)}` };
+}
+
+function coerce(type: FieldType, located: Located): Coerced {
   const v = located.value;
-  const csv = located.fromCsv && typeof v === "string";
+  const cell = csvCell(located);
   switch (type) {
     case "string":
-      if (typeof v === "string") return { value: v };
-      if (typeof v === "number" || typeof v === "boolean") return { value: String(v) };
-      return { error: `expected text, got ${got(v)}` };
-    case "path": {
-      // One frame image: the service takes at most one first frame and one last frame.
-      const many = csv ? splitList(v) : Array.isArray(v) ? v : undefined;
-      if (many && many.length > 1) {
-        return {
-          error: `expected one image (at most 1 frame of each kind per request), got ${many.length}: ${got(v)}`,
-        };
-      }
-      const one = many ? many[0] : v;
-      if (typeof one === "string") return { value: one };
-      return { error: `expected a path or URL, got ${got(v)}` };
-    }
-    case "int": {
-      const n = csv ? (/^[+-]?\d+$/.test(v) ? Number(v) : Number.NaN) : v;
-      if (typeof n === "number" && Number.isInteger(n)) return { value: n };
-      return { error: `expected an integer, got ${got(v)}` };
-    }
-    case "duration": {
-      // `auto`: timed to the shot's narration once its lines exist (src/manifest/timing.ts).
-      if (typeof v === "string" && v.trim().toLowerCase() === "auto") return { value: "auto" };
-      const n = csv ? (/^[+-]?\d+$/.test(v) ? Number(v) : Number.NaN) : v;
-      if (typeof n === "number" && Number.isInteger(n)) return { value: n };
-      return { error: `expected an integer or auto, got ${got(v)}` };
-    }
-    case "number": {
-      const n = csv ? (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v) ? Number(v) : Number.NaN) : v;
-      if (typeof n === "number" && Number.isFinite(n)) return { value: n };
-      return { error: `expected a number, got ${got(v)}` };
-    }
-    case "bool": {
-      if (typeof v === "boolean") return { value: v };
-      const b = csv ? BOOL_TEXT[v.toLowerCase()] : undefined;
-      if (b !== undefined) return { value: b };
-      return { error: `expected true or false, got ${got(v)}` };
-    }
-    case "strings": {
-      if (csv) return { value: splitList(v) };
-      if (typeof v === "string") return { value: [v] };
-      if (Array.isArray(v) && v.every((s) => typeof s === "string")) return { value: v };
-      return { error: `expected a list of paths or URLs, got ${got(v)}` };
-    }
-    case "numbers": {
-      const items = csv ? splitList(v).map((s) => (/^[+-]?(\d+\.?\d*|\.\d+)$/.test(s) ? Number(s) : s)) : v;
-      if (Array.isArray(items) && items.every((n) => typeof n === "number" && Number.isFinite(n))) {
-        return { value: items };
-      }
-      return {
-        error: `expected a list of numbers${located.fromCsv ? " separated by |" : ""}, got ${got(v)}`,
-      };
-    }
-    case "vars": {
-      if (v && typeof v === "object" && !Array.isArray(v)) {
-        const out: Record<string, string> = {};
-        for (const [k, x] of Object.entries(v)) {
-          if (typeof x === "object" && x !== null)
-            return { error: `vars.${k}: expected text, got ${show(x)}` };
-          out[k] = String(x);
-        }
-        return { value: out };
-      }
-      return { error: `expected a mapping of name: value, got ${got(v)}` };
-    }
-    case "pronunciations": {
-      if (csv) {
-        // `word=kind:value|word=kind:value`
-        const rules: Pronunciation[] = [];
-        for (const item of splitList(v)) {
-          const m = item.match(/^([^=]+)=([A-Za-z]+):(.+)$/);
-          if (!m) return { error: `expected word=kind:value items separated by |, got ${got(item)}` };
-          rules.push({ word: (m[1] ?? "").trim(), kind: m[2] ?? "", value: (m[3] ?? "").trim() });
-        }
-        return { value: rules };
-      }
-      if (Array.isArray(v)) {
-        for (const [i, r] of v.entries()) {
-          const rule = r as Record<string, unknown>;
-          if (
-            !rule ||
-            typeof rule !== "object" ||
-            ["word", "kind", "value"].some((k) => typeof rule[k] !== "string")
-          ) {
-            return { error: `[${i}]: expected {word, kind, value} (all text), got ${show(r)}` };
-          }
-          const extra = Object.keys(rule).filter((k) => !["word", "kind", "value"].includes(k));
-          if (extra.length > 0) return { error: `[${i}]: unknown field ${quoted(String(extra[0]))}` };
-        }
-        return { value: v };
-      }
-      return { error: `expected a list of {word, kind, value}, got ${got(v)}` };
-    }
+      return coerceString(v);
+    case "path":
+      return coercePath(v, cell);
+    case "int":
+      return coerceInt(v, cell);
+    case "duration":
+      return coerceDuration(v, cell);
+    case "number":
+      return coerceNumber(v, cell);
+    case "bool":
+      return coerceBool(v, cell);
+    case "strings":
+      return coerceStrings(v, cell);
+    case "numbers":
+      return coerceNumbers(v, cell, located.fromCsv);
+    case "vars":
+      return coerceVars(v);
+    case "pronunciations":
+      return coercePronunciations(v, cell);
   }
 }
 

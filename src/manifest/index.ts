@@ -12,7 +12,6 @@ import { readManifest } from "./source.js";
 import { TemplateStore } from "./templates.js";
 import { linkAutoShots, type Timing } from "./timing.js";
 
-export type { AssembleSettings } from "../episode/settings.js";
 export type { BudgetPool } from "./budget.js";
 export type { Job, SpeechJob, VideoJob } from "./job.js";
 export type { MaterialRef } from "./materials.js";

@@ -29,7 +29,7 @@ export interface ServiceLimits {
  * The specs do not say; the sandbox limits per key, as API gateways commonly do, and sharing is
  * the safe reading: see docs/request-rates.md for the measurements behind the default.
  */
-export type RateScope = "key" | "service";
+type RateScope = "key" | "service";
 
 export type Lane = "read" | "write";
 
@@ -37,7 +37,7 @@ export type Lane = "read" | "write";
  * A request rate shared with the other processes on the account (a coordinator, src/coord): it
  * gives each send its moment and hears the answers, so a 429 one process meets slows all of them.
  */
-export interface SharedPace {
+interface SharedPace {
   /** Resolves at this process's next moment to send; rejects when the coordinator is lost. */
   turn(signal?: AbortSignal): Promise<void>;
   /** An answer that was not a 429. */
@@ -50,7 +50,7 @@ export interface SharedPace {
 }
 
 /** Tasks in flight shared with the other processes on the account: one slot per job's life. */
-export interface SharedCap {
+interface SharedCap {
   acquire(signal?: AbortSignal): Promise<{ release(): Promise<void> }>;
 }
 
@@ -247,7 +247,7 @@ export class PacedQueue {
 }
 
 /** One service's in-flight limit and the queue its requests wait in (shared under the key scope). */
-export class ServiceLimiter {
+class ServiceLimiter {
   tasks: TaskLimit;
   private readonly local: LimitFunction;
   private readonly stopping = new AbortController();
@@ -352,7 +352,7 @@ function hasStatus(error: unknown): boolean {
   return typeof (error as { status?: unknown })?.status === "number";
 }
 
-export interface GateOptions {
+interface GateOptions {
   scope?: RateScope;
   /** Rates remembered from the last run on this account, by scope name (`key`, `video`, `speech`). */
   remembered?: Partial<Record<string, RememberedRate>>;

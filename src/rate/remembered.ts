@@ -13,7 +13,7 @@ const RatesFile = z.object({
   version: z.literal(1),
   accounts: z.record(z.string(), z.record(z.string(), Remembered)),
 });
-export type RatesFile = z.infer<typeof RatesFile>;
+type RatesFile = z.infer<typeof RatesFile>;
 
 /** A file this large is not one clapper wrote. */
 export const RATES_MAX_BYTES = 1024 * 1024;

@@ -174,16 +174,9 @@ function plannedJob(
   // A job in flight can carry a problem (a task that could not be read) without having ended.
   const lastError = st?.error ?? (st && !openAttempt(st) ? attempts.at(-1)?.error : undefined);
   const replayed = attempts.some((a) => a.replayed);
-  const hasOutput = (status === "succeeded" || status === "skipped") && st?.output !== undefined;
-  const delivered =
-    hasOutput && st?.output?.resolution !== undefined ? short(st.output.resolution) : undefined;
+  const { output, delivered } = shownOutput(st, status);
   const { requested, long } = byKind(planned, KIND_FACTS);
-  const warnings =
-    requested !== undefined && delivered !== undefined && delivered !== requested
-      ? [resolutionWarning(requested, delivered)]
-      : [];
-  if (long) warnings.push(long);
-  const flight = st ? inFlight(st) : undefined;
+  const warnings = rowWarnings(requested, delivered, long);
   return {
     id: planned.id,
     kind: planned.kind,
@@ -196,15 +189,7 @@ function plannedJob(
     // Read from state when the manifest was loaded offline (status, report: no speech price).
     estimated_points: planned.points ?? (st?.fingerprint === planned.fingerprint ? st.estimate : null),
     fingerprint: planned.fingerprint,
-    output:
-      hasOutput && st?.output
-        ? {
-            uri: st.output.uri,
-            bytes: st.output.bytes,
-            sha256: st.output.sha256,
-            ...(delivered !== undefined ? { resolution: delivered } : {}),
-          }
-        : null,
+    output,
     error:
       status === "failed" || status === "cancelled" || (status === "pending" && lastError)
         ? (lastError ?? null)
@@ -216,9 +201,50 @@ function plannedJob(
     ...(warnings.length > 0 ? { warnings } : {}),
     ...(replayed ? { replayed: true as const } : {}),
     spent_total: st ? spentTotal(st, campaign) : 0,
-    ...(st && editedSince(st, planned) ? { edited: true as const } : {}),
+    ...(st ? stateMarks(st, planned) : {}),
+  };
+}
+
+/** The stored result a row shows (only when it succeeded or was skipped), and the resolution it came in. */
+function shownOutput(
+  st: JobState | undefined,
+  status: ReportJobStatus,
+): { output: ReportJob["output"]; delivered: string | undefined } {
+  const stored = status === "succeeded" || status === "skipped" ? st?.output : undefined;
+  if (!stored) return { output: null, delivered: undefined };
+  const delivered = stored.resolution !== undefined ? short(stored.resolution) : undefined;
+  return {
+    output: {
+      uri: stored.uri,
+      bytes: stored.bytes,
+      sha256: stored.sha256,
+      ...(delivered !== undefined ? { resolution: delivered } : {}),
+    },
+    delivered,
+  };
+}
+
+/** A resolution other than the one asked for, and a narration cut short. */
+function rowWarnings(
+  requested: string | undefined,
+  delivered: string | undefined,
+  long: string | undefined,
+): string[] {
+  const warnings =
+    requested !== undefined && delivered !== undefined && delivered !== requested
+      ? [resolutionWarning(requested, delivered)]
+      : [];
+  if (long) warnings.push(long);
+  return warnings;
+}
+
+/** What the state says of the job beyond this run: edited since, tasks in flight, paid for and not stored. */
+function stateMarks(st: JobState, planned: Job): Pick<ReportJob, "edited" | "in_flight" | "paid_not_stored"> {
+  const flight = inFlight(st);
+  return {
+    ...(editedSince(st, planned) ? { edited: true as const } : {}),
     ...(flight ? { in_flight: flight } : {}),
-    ...(st && paidNotStored(st) ? { paid_not_stored: true as const } : {}),
+    ...(paidNotStored(st) ? { paid_not_stored: true as const } : {}),
   };
 }
 

@@ -38,42 +38,52 @@ export class WavScanner implements Scanner {
   push(buf: Buffer): void {
     let i = 0;
     while (i < buf.length) {
-      if (this.state === "riff" || this.state === "header") {
-        if (this.state === "header" && this.fill === 0 && this.pos >= this.riffEnd) {
-          throw new MediaCheckError(
-            `data continues past the end of the RIFF chunk at offset ${n(this.riffEnd)} (its size says the file ` +
-              `has ${n(this.riffEnd)} bytes${this.lastOdd ? " plus a pad byte" : ""}): trailing padding or garbage`,
-          );
-        }
-        const want = this.state === "riff" ? 12 : 8;
-        const take = Math.min(want - this.fill, buf.length - i);
-        buf.copy(this.head, this.fill, i, i + take);
-        this.fill += take;
-        this.pos += take;
-        i += take;
-        if (this.state === "riff" && this.fill >= 4) this.checkMagic();
-        if (this.fill === want) {
-          this.fill = 0;
-          if (this.state === "riff") this.openRiff();
-          else this.openChunk();
-        }
-      } else if (this.state === "body") {
-        const take = Math.min(this.left, buf.length - i);
-        if (this.fmt) {
-          buf.copy(this.fmt.data, this.fmt.fill, i, i + take);
-          this.fmt.fill += take;
-        }
-        this.left -= take;
-        this.pos += take;
-        i += take;
-        if (this.left === 0) this.closeChunk();
-      } else {
-        // The pad byte after an odd-sized chunk; its value does not matter.
-        this.pos += 1;
-        i += 1;
-        this.state = "header";
-      }
+      if (this.state === "riff" || this.state === "header") i += this.takeHeader(buf, i);
+      else if (this.state === "body") i += this.takeBody(buf, i);
+      else i += this.skipPad();
     }
+  }
+
+  /** Reads (part of) the RIFF header or a chunk's header from `buf` at `i`; returns the bytes taken. */
+  private takeHeader(buf: Buffer, i: number): number {
+    if (this.state === "header" && this.fill === 0 && this.pos >= this.riffEnd) {
+      throw new MediaCheckError(
+        `data continues past the end of the RIFF chunk at offset ${n(this.riffEnd)} (its size says the file ` +
+          `has ${n(this.riffEnd)} bytes${this.lastOdd ? " plus a pad byte" : ""}): trailing padding or garbage`,
+      );
+    }
+    const want = this.state === "riff" ? 12 : 8;
+    const take = Math.min(want - this.fill, buf.length - i);
+    buf.copy(this.head, this.fill, i, i + take);
+    this.fill += take;
+    this.pos += take;
+    if (this.state === "riff" && this.fill >= 4) this.checkMagic();
+    if (this.fill === want) {
+      this.fill = 0;
+      if (this.state === "riff") this.openRiff();
+      else this.openChunk();
+    }
+    return take;
+  }
+
+  /** Passes (part of) a chunk's payload, keeping it only for `fmt `; returns the bytes taken. */
+  private takeBody(buf: Buffer, i: number): number {
+    const take = Math.min(this.left, buf.length - i);
+    if (this.fmt) {
+      buf.copy(this.fmt.data, this.fmt.fill, i, i + take);
+      this.fmt.fill += take;
+    }
+    this.left -= take;
+    this.pos += take;
+    if (this.left === 0) this.closeChunk();
+    return take;
+  }
+
+  /** The pad byte after an odd-sized chunk; its value does not matter. */
+  private skipPad(): number {
+    this.pos += 1;
+    this.state = "header";
+    return 1;
   }
 
   private checkMagic(): void {

@@ -78,30 +78,33 @@ export function loadWorld(path: string, world: World, pricing: SpeechPricing): b
   }
   Object.assign(world.stats, snapshot.stats);
   Object.assign(pricing, snapshot.pricing);
-  for (const [id, saved] of Object.entries(snapshot.orgs)) {
-    const org = new Org(id, () => world.nowS());
-    org.ledger.packages.push(...saved.packages);
-    for (const v of saved.videos) {
-      org.videos.set(v.id, v);
-      if (!TERMINAL.has(v.status)) org.activeVideos.add(v);
-    }
-    for (const t of saved.speeches) {
-      org.speeches.set(t.id, t);
-      if (!TERMINAL.has(t.status)) org.activeSpeeches.add(t);
-    }
-    for (const k of saved.skills) org.skills.set(k.id, k);
-    for (const { audio, ...v } of saved.voices) {
-      org.voices.set(v.voice_id, { ...v, ...(audio ? { audio: Buffer.from(audio, "base64") } : {}) });
-    }
-    for (const { data, ...a } of saved.assets)
-      org.assets.set(a.asset_id, { ...a, data: Buffer.from(data, "base64") });
-    for (const { data, ...u } of saved.uploads) {
-      org.uploads.set(u.id, { ...u, ...(data ? { data: Buffer.from(data, "base64") } : {}) });
-    }
-    for (const kind of ["video", "speech", "voice"] as const) {
-      for (const [key, value] of saved.idempotency[kind]) org.idempotency[kind].done.set(key, value);
-    }
-    world.orgs.set(id, org);
-  }
+  for (const [id, saved] of Object.entries(snapshot.orgs)) world.orgs.set(id, restoreOrg(id, saved, world));
   return true;
+}
+
+/** An organisation as saved: its tasks (the unfinished ones active again), files and idempotency keys. */
+function restoreOrg(id: string, saved: OrgSnapshot, world: World): Org {
+  const org = new Org(id, () => world.nowS());
+  org.ledger.packages.push(...saved.packages);
+  for (const v of saved.videos) {
+    org.videos.set(v.id, v);
+    if (!TERMINAL.has(v.status)) org.activeVideos.add(v);
+  }
+  for (const t of saved.speeches) {
+    org.speeches.set(t.id, t);
+    if (!TERMINAL.has(t.status)) org.activeSpeeches.add(t);
+  }
+  for (const k of saved.skills) org.skills.set(k.id, k);
+  for (const { audio, ...v } of saved.voices) {
+    org.voices.set(v.voice_id, { ...v, ...(audio ? { audio: Buffer.from(audio, "base64") } : {}) });
+  }
+  for (const { data, ...a } of saved.assets)
+    org.assets.set(a.asset_id, { ...a, data: Buffer.from(data, "base64") });
+  for (const { data, ...u } of saved.uploads) {
+    org.uploads.set(u.id, { ...u, ...(data ? { data: Buffer.from(data, "base64") } : {}) });
+  }
+  for (const kind of ["video", "speech", "voice"] as const) {
+    for (const [key, value] of saved.idempotency[kind]) org.idempotency[kind].done.set(key, value);
+  }
+  return org;
 }

@@ -83,12 +83,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       const { route, params } = routes.find(method, url.pathname);
       // Counted before any fault: a client's retries of injected failures show in the stats.
       if (route.kind !== "control") world.countRequest(route.template);
-      let verdict: FaultVerdict = "serve";
-      if (route.kind === "api") {
-        const latency = services.faults.latency();
-        if (latency) await latency;
-        verdict = services.faults.draws();
-      }
+      const verdict: FaultVerdict = route.kind === "api" ? await apiFault(services.faults) : "serve";
       if (verdict === "drop") {
         req.socket.destroy();
         return;
@@ -109,13 +104,7 @@ export async function startSandbox(input: SandboxOptions = {}): Promise<Sandbox>
       }
       if (!res.headersSent && result !== undefined) sendJson(res, 200, result);
     } catch (error) {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      if (error instanceof ApiError && error.type === "request_too_large")
-        res.setHeader("connection", "close");
-      renderError(res, error, requestId);
+      answerFailure(res, error, requestId);
     }
   }
 
@@ -177,6 +166,23 @@ function openServices(options: z.output<typeof SandboxOptions>): {
   for (const voice of PRESET_VOICES) world.presetVoices.set(voice.voice_id, { ...voice, created_at: bootS });
   const faults = new Faults(options.rateLimit);
   return { services: { world, video, speech, faults, media: { ...NO_MEDIA_CONTROL } }, callbacks };
+}
+
+/** The injected fault an API request draws, after its injected latency. */
+async function apiFault(faults: Faults): Promise<FaultVerdict> {
+  const latency = faults.latency();
+  if (latency) await latency;
+  return faults.draws();
+}
+
+/** A request that threw: its error as the API answers it, or a cut connection once the answer has begun. */
+function answerFailure(res: ServerResponse, error: unknown, requestId: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (error instanceof ApiError && error.type === "request_too_large") res.setHeader("connection", "close");
+  renderError(res, error, requestId);
 }
 
 /** API changes (anything but GET and HEAD) and control POSTs; media GETs and HEADs change nothing. */

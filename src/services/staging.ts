@@ -8,7 +8,7 @@ import { openRegularFile, readRegularFile } from "../manifest/files.js";
 import type { MaterialRef } from "../manifest/index.js";
 import { S3Sink } from "../sinks/s3.js";
 
-export const MIME: Record<string, string> = {
+const MIME: Record<string, string> = {
   ".png": "image/png",
   ".jpg": "image/jpeg",
   ".jpeg": "image/jpeg",
@@ -25,7 +25,7 @@ export const MIME: Record<string, string> = {
   ".ogg": "audio/ogg",
 };
 
-export function mimeOf(path: string): string {
+function mimeOf(path: string): string {
   return MIME[extname(path).toLowerCase()] ?? "application/octet-stream";
 }
 

@@ -4,7 +4,7 @@
 // it is compacted into a single snapshot record written to a temporary file and renamed over it.
 import { type FileHandle, open, readFile, rename, truncate } from "node:fs/promises";
 
-export interface JournalOptions<S, R> {
+interface JournalOptions<S, R> {
   path: string;
   /** The empty state a new journal starts from. */
   initial: () => S;

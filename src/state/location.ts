@@ -2,7 +2,7 @@
 // disk (a pod). Checked when the flag is parsed, with no SDK and no network: every command that
 // takes `--state` (run, status, report, cancel) gets the same answer and the same words.
 
-export interface S3StateLocation {
+interface S3StateLocation {
   bucket: string;
   /** Key prefix without leading or trailing slashes; never empty. */
   prefix: string;

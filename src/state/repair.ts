@@ -24,7 +24,7 @@ import {
 } from "./run-state.js";
 
 /** What the manifest says of a job, to declare it again. */
-export interface RepairJob {
+interface RepairJob {
   kind: JobKind;
   fingerprint: string;
   estimate: number;
@@ -42,7 +42,7 @@ export interface RepairInput {
   onRepaired?: (repaired: Repaired & { copy: string }) => void;
 }
 
-export interface Repaired {
+interface Repaired {
   records: Array<RunRecord | { t: "snapshot"; state: RunState }>;
   /** Line numbers (1-based) that were not records. */
   dropped: number[];
@@ -238,7 +238,7 @@ function checkRebuilt(state: RunState): void {
 }
 
 /** Each line of `records` as the journal holds it. */
-export function journalText(records: Repaired["records"]): string {
+function journalText(records: Repaired["records"]): string {
   return records.map((r) => `${JSON.stringify(r)}\n`).join("");
 }
 

@@ -60,7 +60,7 @@ export interface Attempt {
   shared?: { code: string; message: string };
 }
 
-export interface StoredOutput {
+interface StoredOutput {
   uri: string;
   bytes: number;
   sha256: string;
@@ -148,7 +148,7 @@ export interface RunState {
 }
 
 /** How an attempt's end decides the job's fate, written in the same record so a kill cannot split them. */
-export type Fate = "failed" | "cancelled";
+type Fate = "failed" | "cancelled";
 
 export type RunRecord =
   | {
@@ -276,20 +276,7 @@ export function applyRecord(state: RunState, r: RunRecord): void {
 function applyRunRecord(state: RunState, r: RunLevelRecord): void {
   switch (r.t) {
     case "run":
-      state.id ??= r.id;
-      // A resumed run continues the campaign (and its start time); a new one starts it.
-      if (!state.run || state.run.finished_at !== undefined) {
-        state.run = { id: r.id, name: r.name, manifest: r.manifest, started_at: r.started_at };
-        for (const job of Object.values(state.jobs)) job.skipped = false;
-        // The balance before belongs to the campaign; a new campaign records its own.
-        delete state.balance_before;
-      }
-      if (r.manifest_path !== undefined) state.manifest_path = r.manifest_path;
-      if (r.manifest_rel !== undefined) state.manifest_rel = r.manifest_rel;
-      else if (r.manifest_path !== undefined) delete state.manifest_rel;
-      if (r.fresh) state.run.fresh = true;
-      // Older journals started a fresh run in a new file with only the epoch on its first record.
-      if (r.epoch !== undefined) state.epoch = r.epoch;
+      applyRunStart(state, r);
       break;
     case "fresh": {
       state.epoch = r.epoch;
@@ -320,14 +307,37 @@ function applyRunRecord(state: RunState, r: RunLevelRecord): void {
       state.balance_before ??= r.available;
       break;
     case "lock":
-      // A new generation starts its tokens again; within one, they only grow.
-      if (r.generation !== undefined && r.generation !== state.fence_generation) state.fence = r.fence;
-      else state.fence = Math.max(state.fence ?? 0, r.fence);
-      if (r.generation !== undefined) state.fence_generation = r.generation;
+      applyFence(state, r);
       break;
     case "repaired":
       break;
   }
+}
+
+/** A run starting, or resuming the campaign it belongs to. */
+function applyRunStart(state: RunState, r: RecordOf<"run">): void {
+  state.id ??= r.id;
+  // A resumed run continues the campaign (and its start time); a new one starts it.
+  if (!state.run || state.run.finished_at !== undefined) {
+    state.run = { id: r.id, name: r.name, manifest: r.manifest, started_at: r.started_at };
+    for (const job of Object.values(state.jobs)) job.skipped = false;
+    // The balance before belongs to the campaign; a new campaign records its own.
+    delete state.balance_before;
+  }
+  if (r.manifest_path !== undefined) state.manifest_path = r.manifest_path;
+  if (r.manifest_rel !== undefined) state.manifest_rel = r.manifest_rel;
+  else if (r.manifest_path !== undefined) delete state.manifest_rel;
+  if (r.fresh) state.run.fresh = true;
+  // Older journals started a fresh run in a new file with only the epoch on its first record.
+  if (r.epoch !== undefined) state.epoch = r.epoch;
+}
+
+/** The lock's fencing token as the run took it. */
+function applyFence(state: RunState, r: RecordOf<"lock">): void {
+  // A new generation starts its tokens again; within one, they only grow.
+  if (r.generation !== undefined && r.generation !== state.fence_generation) state.fence = r.fence;
+  else state.fence = Math.max(state.fence ?? 0, r.fence);
+  if (r.generation !== undefined) state.fence_generation = r.generation;
 }
 
 /** Records about a job as a whole: its version, and the ends that do not come from an attempt. */
@@ -419,44 +429,20 @@ function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
       delete job.error;
       break;
     }
-    case "withdrawn": {
-      const job = state.jobs[r.id];
-      const last = job?.attempts.at(-1);
-      // Only an open attempt without a task can be taken back: a created task is never forgotten.
-      if (job && last && last.n === r.n && last.spent === undefined && last.taskId === undefined) {
-        job.attempts.pop();
-        job.status = "pending";
-      }
+    case "withdrawn":
+      withdrawAttempt(state, r);
       break;
-    }
     case "reserve": {
       const a = attempt(state.jobs[r.id], r.n);
       if (a && a.spent === undefined) a.reserved = r.reserved;
       break;
     }
-    case "sending": {
-      const a = attempt(state.jobs[r.id], r.n);
-      if (a && a.spent === undefined && a.taskId === undefined) {
-        a.sending = true;
-        if (r.body !== undefined) a.body = r.body;
-        else delete a.body;
-      }
+    case "sending":
+      markSending(state, r);
       break;
-    }
-    case "created": {
-      const job = state.jobs[r.id];
-      const a = r.previous
-        ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined)
-        : attempt(job, r.n);
-      if (a) {
-        a.taskId = r.task_id;
-        // The task is known: what was sent to learn it is needed no more.
-        delete a.body;
-      }
-      if (r.previous) break;
-      if (job && job.status === "submitting") job.status = "running";
+    case "created":
+      applyCreated(state, r);
       break;
-    }
     case "task": {
       const a = attempt(state.jobs[r.id], r.n);
       if (a) a.taskStatus = r.status;
@@ -477,6 +463,39 @@ function applyAttemptRecord(state: RunState, r: AttemptRecord): void {
       break;
     }
   }
+}
+
+function withdrawAttempt(state: RunState, r: RecordOf<"withdrawn">): void {
+  const job = state.jobs[r.id];
+  const last = job?.attempts.at(-1);
+  // Only an open attempt without a task can be taken back: a created task is never forgotten.
+  if (job && last && last.n === r.n && last.spent === undefined && last.taskId === undefined) {
+    job.attempts.pop();
+    job.status = "pending";
+  }
+}
+
+/** A create about to leave, with the body it sends (kept to learn its task if the answer is lost). */
+function markSending(state: RunState, r: RecordOf<"sending">): void {
+  const a = attempt(state.jobs[r.id], r.n);
+  if (a && a.spent === undefined && a.taskId === undefined) {
+    a.sending = true;
+    if (r.body !== undefined) a.body = r.body;
+    else delete a.body;
+  }
+}
+
+/** An attempt's task is known: of this version's attempt, or of an open one of an earlier version. */
+function applyCreated(state: RunState, r: RecordOf<"created">): void {
+  const job = state.jobs[r.id];
+  const a = r.previous ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined) : attempt(job, r.n);
+  if (a) {
+    a.taskId = r.task_id;
+    // The task is known: what was sent to learn it is needed no more.
+    delete a.body;
+  }
+  if (r.previous) return;
+  if (job && job.status === "submitting") job.status = "running";
 }
 
 function settleAttempt(state: RunState, r: RecordOf<"settled">): void {

@@ -42,7 +42,7 @@ const MAX_LIST_PAGES = 100;
 /** A compaction between the listing and the reads (an object gone): listed and read again. */
 const OPEN_TRIES = 4;
 
-export type StateStoreErrorKind =
+type StateStoreErrorKind =
   /** The store cannot be reached or does not answer: run again later (exit 6). */
   | "unreachable"
   /** The store refused (credentials, permissions, no such bucket): a setting to fix (exit 2). */
@@ -104,7 +104,7 @@ interface Claim {
   fence: number;
   key: string;
 }
-export type Listed = Segment | Snapshot | Claim;
+type Listed = Segment | Snapshot | Claim;
 
 const pad = (n: number, width: number) => String(n).padStart(width, "0");
 const segmentName = (seq: number, fence: number, parent: number) =>
@@ -113,7 +113,7 @@ const snapshotName = (seq: number, fence: number) => `snapshot-${pad(seq, 12)}-$
 const claimName = (fence: number) => `claim-${pad(fence, 10)}.json`;
 
 /** What a key under journal/ is; undefined for anything else (left alone). */
-export function parseKey(key: string): Listed | undefined {
+function parseKey(key: string): Listed | undefined {
   const name = key.slice(key.lastIndexOf("/") + 1);
   let m = /^seg-(\d+)-(\d+)-(\d+)\.jsonl$/.exec(name);
   if (m) return { kind: "segment", seq: Number(m[1]), fence: Number(m[2]), parent: Number(m[3]), key };
@@ -124,7 +124,7 @@ export function parseKey(key: string): Listed | undefined {
   return undefined;
 }
 
-export interface ReplayPlan {
+interface ReplayPlan {
   /** The node the state ends at: the next segment extends it. */
   head: { seq: number; fence: number };
   base: Snapshot | undefined;
@@ -136,7 +136,7 @@ export interface ReplayPlan {
 class MissingLink extends Error {}
 
 /** The chain to replay, by the rule at the top of this file; names only, nothing read. */
-export function replayPlan(listed: readonly Listed[]): ReplayPlan {
+function replayPlan(listed: readonly Listed[]): ReplayPlan {
   const at = (seq: number, fence: number) => `${seq}/${fence}`;
   const segments = new Map<string, Segment>();
   const snapshots = new Map<string, Snapshot>();
