@@ -191,7 +191,7 @@ export class JobRunner {
     try {
       await this.c.ledger.markSent?.(key);
     } catch {
-      // The coordinator is gone and the run halts (exit 6). The intent stays in the journal, never
+      // The coordinator is gone and the run halts (it ends `unreachable`). The intent stays in the journal, never
       // sent: the next run sends it with its key, under the reservation it finds or makes again.
       return undefined;
     }

@@ -96,7 +96,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     );
   const lines = jobsOf(loaded.jobs, "speech");
   // A price the service states that cannot be used is its fault, not the manifest's: said once the
-  // manifest itself is sound (exit 6), and only when there are lines to price.
+  // manifest itself is sound (ends `unreachable`), and only when there are lines to price.
   if (lines.length > 0) omittedErrors += keepBounded(errors, speechOff);
   if (lines.length > 0 && priceFault && errors.length === 0) throw priceFault;
 

@@ -41,13 +41,13 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       {
         event: "run-finished",
         status: r?.run.status ?? "not-started",
-        exit_code: outcome.exitCode,
+        exit_code: options.exitCodeOf(outcome.end),
         duration_ms: Date.now() - startedAt,
         ...(r ? { counts: r.counts, points: r.points } : {}),
         ...(outcome.stoppedBy ? { stopped_by: outcome.stoppedBy } : {}),
         ...(outcome.message ? { note: outcome.message } : {}),
       },
-      `run finished: exit ${outcome.exitCode}`,
+      `run finished: exit ${options.exitCodeOf(outcome.end)}`,
     );
     return outcome;
   } catch (error) {
@@ -58,7 +58,7 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       {
         event: "run-finished",
         status: refusal ? "stopped" : "crashed",
-        ...(refusal ? {} : { exit_code: 70 }),
+        ...(refusal ? {} : { exit_code: options.exitCodeOf("bug") }),
         duration_ms: Date.now() - startedAt,
       },
       refusal
@@ -77,22 +77,22 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   let statePath: string | undefined;
   try {
     const opened = await openRun(ctx);
-    if ("exitCode" in opened) return opened;
+    if ("end" in opened) return opened;
     statePath = opened.located.statePath;
     const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
     if (!options.gate) ctx.defer(() => gate.stop());
     const admitted = await admitRun(ctx, opened);
-    if ("exitCode" in admitted) return admitted;
+    if ("end" in admitted) return admitted;
     ctx.feed.setPhase("pre-flight");
     const prepared = await prepare(ctx, opened, admitted);
-    if ("exitCode" in prepared) return prepared;
+    if ("end" in prepared) return prepared;
     // Test-only (documented in docs/configuration.md): a bug inside a run that holds its lock and its state,
     // to check exit 70 and that the state is saved and the lock let go.
     if (options.env?.CLAPPER_TEST_FAULT === "internal") {
       throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");
     }
     const executed = await execute(ctx, gate, opened, admitted, prepared);
-    if ("exitCode" in executed) return executed;
+    if ("end" in executed) return executed;
     return await finish(ctx, opened, admitted, executed);
   } catch (error) {
     return ctx.caught(error, statePath);

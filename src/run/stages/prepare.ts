@@ -45,7 +45,7 @@ export async function prepare(
     ] as const);
   } catch (error) {
     // A refusal before the first create, not a failure of the service: nothing was submitted.
-    if (error instanceof IncompleteListError) return { exitCode: 2, message: error.message };
+    if (error instanceof IncompleteListError) return { end: "refused", message: error.message };
     throw error;
   }
   const { sink } = opened;
