@@ -6,7 +6,7 @@
 import { LONGEST_TIMER_MS } from "../rate/limiter.js";
 import type { RunEnd } from "./end.js";
 
-export type HaltReason = "signal" | "deadline" | "unreachable";
+type HaltReason = "signal" | "deadline" | "unreachable";
 
 export class Halt {
   private readonly controller = new AbortController();

@@ -16,7 +16,7 @@ import {
   type RunRecord,
   type RunState,
 } from "../state/run-state.js";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import { admit, declaration, type StoreEntry } from "./admit.js";
 import { inShard, type Shard } from "./shard.js";
 
@@ -149,7 +149,7 @@ async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }):
     // One read answers both: the balance is the account's, shared by the services, and the speech
     // pricing carries it (the spec's pricing-and-balance object), so the video summary is not asked.
     const pricing = await options.clients.speech.pricing(call);
-    traceStart("pricing and balance answered");
+    startStep("pricing and balance answered");
     prices.balance = pricing.balance;
     try {
       prices.speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
@@ -290,7 +290,7 @@ async function serviceChecks(
     wantsCustom ? clients.speech.listVoices("custom", call) : none,
     externalSkills.size === 0 ? none : collectList(clients.video.listSkills({}, call)),
   ]);
-  traceStart("voices and skills answered");
+  startStep("voices and skills answered");
   const voices = { preset, custom };
   const ids = {
     preset: new Set(preset.items.map((v) => v.voice_id)),

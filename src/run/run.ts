@@ -6,8 +6,10 @@
 //   prepare    skills, voices, what dead writers left in the store     (stages/prepare.ts)
 //   execute    every job's life under the limits (src/run/jobs.ts) (stages/execute.ts)
 //   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
+import { channel } from "node:diagnostics_channel";
 import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
 import { ServiceGate } from "../rate/limiter.js";
+import { RUN_STAGE } from "../trace.js";
 import { RunContext } from "./context.js";
 import { errorInfo } from "./errors.js";
 import { ProgressFeed } from "./feed.js";
@@ -19,11 +21,6 @@ import { openRun } from "./stages/open.js";
 import { prepare } from "./stages/prepare.js";
 import { DEFAULT_LIMITS, type RunOptions, type RunOutcome } from "./types.js";
 
-export { outputKey } from "../manifest/outputs.js";
-export { defaultStatePath } from "../state/locate.js";
-export type { BudgetRow } from "./admit.js";
-export { DEFAULT_SEAMS } from "./context.js";
-export { idempotencyKey } from "./idempotency.js";
 export { outputs } from "./outputs.js";
 export { tooManyFailures } from "./stages/execute.js";
 export * from "./types.js";
@@ -78,14 +75,17 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   try {
     const opened = await openRun(ctx);
     if ("end" in opened) return opened;
+    ended("open");
     statePath = opened.located.statePath;
     const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
     if (!options.gate) ctx.defer(() => gate.stop());
     const admitted = await admitRun(ctx, opened);
     if ("end" in admitted) return admitted;
+    ended("admission");
     ctx.feed.setPhase("pre-flight");
     const prepared = await prepare(ctx, opened, admitted);
     if ("end" in prepared) return prepared;
+    ended("prepare");
     // Test-only (documented in docs/configuration.md): a bug inside a run that holds its lock and its state,
     // to check exit 70 and that the state is saved and the lock let go.
     if (options.env?.CLAPPER_TEST_FAULT === "internal") {
@@ -99,6 +99,13 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   } finally {
     await ctx.release();
   }
+}
+
+const stages = channel(RUN_STAGE);
+
+/** A stage that ended, for whoever listens on node:diagnostics_channel (src/trace.ts times the start). */
+function ended(stage: "open" | "admission" | "prepare"): void {
+  if (stages.hasSubscribers) stages.publish({ stage });
 }
 
 /**

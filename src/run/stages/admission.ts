@@ -21,7 +21,7 @@ import {
 import { damagedMessage, isDamagedState, type RepairInput } from "../../state/repair.js";
 import type { Attempt, RunRecord, RunState } from "../../state/run-state.js";
 import { StateStoreError } from "../../state/s3-journal.js";
-import { traceStart } from "../../trace.js";
+import { startStep } from "../../trace.js";
 import { type Admission, admit, declaration, shardsTable } from "../admit.js";
 import { CallbackListener } from "../callbacks.js";
 import { matchesOnly, type RunContext } from "../context.js";
@@ -56,7 +56,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const statePath = located.statePath;
   const planned = await planWith(ctx, opened);
   if ("end" in planned) return planned;
-  traceStart("planned (priced, output probed)");
+  startStep("planned (priced, output probed)");
   const listener = await listen(ctx, statePath);
   if (listener && "end" in listener) return listener;
 
@@ -153,7 +153,6 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     ledgerInput(store.state, admission, located.manifest.name, maxPoints, lostData, shard),
   );
   await withdrawLapsed(ctx, store, ledger);
-  traceStart("admitted");
   return { planned, store, admission, ledger, maxPoints, selected, listener };
 }
 
@@ -193,7 +192,7 @@ async function openStore(
     )[error.kind];
     return { end, message: `${error.message}; nothing was submitted`, statePath };
   }
-  traceStart("state opened");
+  startStep("state opened");
   ctx.store = store;
   ctx.defer(() => store.close());
   if (opened.lockLost.aborted) store.freeze();

@@ -6,7 +6,6 @@ import { LockHeldError } from "../../locks/file-lock.js";
 import type { MaterialStager } from "../../services/staging.js";
 import type { Sink } from "../../sinks/sink.js";
 import { type LocatedRun, locateRun } from "../../state/locate.js";
-import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
 import { errorInfo } from "../errors.js";
 import type { RunOutcome } from "../types.js";
@@ -55,7 +54,6 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
   }
   const locked = await lock(ctx, located.statePath);
   if ("end" in locked) return locked;
-  traceStart("lock taken");
   return { located, ...out, ...locked, lockedAt: new Date() };
 }
 

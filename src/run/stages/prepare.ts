@@ -14,7 +14,6 @@ import {
 import type { Skill } from "../../api/video.js";
 import type { Job } from "../../manifest/index.js";
 import { jobsOf, type VoiceRef, voiceHash } from "../../services/index.js";
-import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
 import { errorInfo } from "../errors.js";
 import { allInOrder } from "../plan.js";
@@ -67,7 +66,6 @@ export async function prepare(
         "removed temporary files left by a stopped run",
       );
   }
-  traceStart("prepared (skills, voices, cleanup)");
   return { skillIds, voiceRefs };
 }
 

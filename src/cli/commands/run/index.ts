@@ -16,7 +16,7 @@ import { type RunOptions, runLedgerKey } from "../../../run/types.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { type LocatedRun, locateRun } from "../../../state/locate.js";
 import { isS3State } from "../../../state/location.js";
-import { traceStart } from "../../../trace.js";
+import { startStep } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { ExitCode, exitCodeOf } from "../../exit-code.js";
@@ -167,7 +167,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     const found = await locateForRun(args, cwd, shard);
     if ("refused" in found) return found.refused;
     const { located } = found;
-    traceStart("run located (manifest loaded, state folder made)");
+    startStep("run located (manifest loaded, state folder made)");
     const statePath = located.statePath;
     if (shard) {
       logger.info(
@@ -193,7 +193,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
           }
         : {}),
     });
-    traceStart("services connected");
+    startStep("services connected");
     const rates = await rememberedRates(statePath, s3Settings(args));
     const remembered = await rates.read(conn.account);
     gate.resume(remembered);
@@ -206,7 +206,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         `starting at the rate the last run found: ${from}`,
       );
     }
-    traceStart("remembered rates read");
+    startStep("remembered rates read");
     const lease = leaseFromEnv(o.env);
     if (located.manifest.pool && !args.coordinator) {
       await conn.close();
