@@ -5,7 +5,8 @@
 //   admission  plan, prove the output, open the state, decide the work (stages/admission.ts)
 //   prepare    skills, voices, what dead writers left in the store     (stages/prepare.ts)
 //   execute    every job's life under the limits (src/run/jobs.ts) (stages/execute.ts)
-//   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
+//   finish     the reports, the `finish` record, how the run ended     (stages/finish.ts)
+// Each way out is a RunEnd (src/run/end.ts) or a thrown error; only the CLI turns them into exit codes.
 import { channel } from "node:diagnostics_channel";
 import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
 import { ServiceGate } from "../rate/limiter.js";
@@ -48,8 +49,8 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
     );
     return outcome;
   } catch (error) {
-    // A service's refusal is said by the CLI with its own exit code; only a bug is exit 70. The
-    // log says which, and never an exit code the process will not end with.
+    // A service's refusal is said by the CLI with its own exit code; only a bug is exit 70 (`bug` in
+    // the CLI's table). The log says which, and never an exit code the process will not end with.
     const refusal = !isBug(error);
     options.logger.error(
       {
