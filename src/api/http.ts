@@ -6,7 +6,6 @@ import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, type Dispatcher } from "undici";
 import type { z } from "zod";
-import { traceStart } from "../trace.js";
 import { type Exchange, firstHeader, sendAttempt } from "./attempt.js";
 import { formatIssue, issuesFromZod } from "./common.js";
 import { AbortedError, ClapperApiError, RateLimitError, ServiceError, ValidationError } from "./errors.js";
@@ -219,7 +218,6 @@ export class HttpClient {
       streaming: false,
     };
     return this.withRetries(this.policies[opts.policy], opts, route, async (attempt, signal, started) => {
-      traceStart(opts.policy === "create" ? "first create sent" : "first request sent");
       const reply = await sendAttempt(exchange, attempt, signal, started);
       // Any answer that is not a refusal: the service is there and serving.
       this.lastServedAt = Date.now();

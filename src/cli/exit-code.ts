@@ -1,6 +1,8 @@
 // The exit codes every command ends with: a contract scripts, cron, CI and Kubernetes rely on
 // (docs/configuration.md, "Exit codes"). Only the CLI maps outcomes to them.
 
+import type { RunEndOrBug } from "../run/end.js";
+
 export const ExitCode = {
   /** Every job succeeded and its output is stored; other commands: done. */
   Ok: 0,
@@ -21,3 +23,21 @@ export const ExitCode = {
 } as const;
 
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** The exit code of each way a run ends: the one table from the run's ends to the process's codes. */
+const RUN_END_CODES = {
+  succeeded: ExitCode.Ok,
+  "jobs-failed": ExitCode.Failed,
+  "state-unwritable": ExitCode.Failed,
+  "manifest-invalid": ExitCode.Usage,
+  refused: ExitCode.Usage,
+  "over-budget": ExitCode.Budget,
+  interrupted: ExitCode.Interrupted,
+  locked: ExitCode.Locked,
+  unreachable: ExitCode.Unreachable,
+  bug: ExitCode.Internal,
+} as const satisfies Record<RunEndOrBug, ExitCode>;
+
+export function exitCodeOf(end: RunEndOrBug): ExitCode {
+  return RUN_END_CODES[end];
+}

@@ -4,7 +4,7 @@
 // time (session.ts), and the one answer every exit prints, text for people or exactly one JSON
 // object on stdout with --json (answers.ts). Every error is classified once (errors.ts).
 import type { Logger } from "pino";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import { Answers } from "./answers.js";
 import { classify } from "./errors.js";
 import { defaultLogLevel, type LogFormat } from "./logger.js";
@@ -29,7 +29,7 @@ export interface MainIo {
 }
 
 export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<number> {
-  traceStart("main() called");
+  startStep("main() called");
   const env = io.env ?? process.env;
   const out = new Answers(io, env, wantsJson(argv, env));
   const shutdown = shutdownSignal(io.earlySignal, (name) => out.forced(name));
@@ -42,7 +42,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       return out.failure(classify(error, { bugs: bugsUrl(packageInfo()) }));
     }
     if (!parsed.chosen) return out.instead(argv, parsed.output ?? "");
-    traceStart("command line parsed");
+    startStep("command line parsed");
     const { command, args, work } = parsed.chosen;
     out.json = args.json === true;
     const format: LogFormat = args["log-format"] ?? (process.stderr.isTTY ? "pretty" : "json");

@@ -56,68 +56,70 @@ export function optionAdder(ctx: OptionContext): AddOption {
     // Messages name what the user typed: the flag, or the variable that stood in for it.
     const source = fromEnv !== undefined ? variable : `--${name}`;
     const base: Options = { describe: spec.describe, ...(spec.hidden ? { hidden: true } : {}) };
-    let option: Options;
-    switch (spec.type) {
-      case "boolean": {
-        let value = spec.default;
-        if (fromEnv !== undefined) {
-          try {
-            value = parseBoolean(variable, fromEnv);
-          } catch (error) {
-            ctx.envErrors.push(error as ExitError);
-          }
-        }
-        option = { ...base, type: "boolean", ...(value !== undefined ? { default: value } : {}) };
-        break;
-      }
-      case "string": {
-        const value = fromEnv ?? spec.default;
-        option = {
-          ...base,
-          type: "string",
-          requiresArg: true,
-          ...(spec.array ? { array: true } : {}),
-          ...(value !== undefined
-            ? { default: spec.array && fromEnv !== undefined ? [fromEnv] : value }
-            : {}),
-        };
-        break;
-      }
-      case "number": {
-        const value = fromEnv ?? spec.default;
-        // No yargs type: `type: "number"` would turn "abc" into NaN before the message could quote it.
-        option = {
-          ...base,
-          requiresArg: true,
-          ...(value !== undefined ? { default: value } : {}),
-          coerce: (v: unknown) => (v === undefined ? undefined : parseNumber(source, last(v), spec.rule)),
-        };
-        break;
-      }
-      case "choice": {
-        const value = fromEnv ?? spec.default;
-        option = {
-          ...base,
-          type: "string",
-          requiresArg: true,
-          choices: [...spec.choices],
-          ...(value !== undefined ? { default: value } : {}),
-          coerce: (v: unknown) => (v === undefined ? undefined : parseChoice(source, last(v), spec.choices)),
-        };
-        break;
-      }
-      case "value": {
-        option = {
-          ...base,
-          requiresArg: true,
-          ...(fromEnv !== undefined ? { default: fromEnv } : {}),
-          coerce: (v: unknown) => (v === undefined ? undefined : spec.parse(String(last(v)), source)),
-        };
-        break;
-      }
-    }
+    const option = yargsOption(spec, base, { fromEnv, variable, source, envErrors: ctx.envErrors });
     return y.option(name, option) as Argv<T>;
   };
+}
+
+/** The yargs option of a flag: its type, and its default from the environment when the variable is set. */
+function yargsOption(
+  spec: OptionSpec,
+  base: Options,
+  given: { fromEnv: string | undefined; variable: string; source: string; envErrors: ExitError[] },
+): Options {
+  const { fromEnv, variable, source } = given;
+  switch (spec.type) {
+    case "boolean": {
+      let value = spec.default;
+      if (fromEnv !== undefined) {
+        try {
+          value = parseBoolean(variable, fromEnv);
+        } catch (error) {
+          given.envErrors.push(error as ExitError);
+        }
+      }
+      return { ...base, type: "boolean", ...(value !== undefined ? { default: value } : {}) };
+    }
+    case "string": {
+      const value = fromEnv ?? spec.default;
+      return {
+        ...base,
+        type: "string",
+        requiresArg: true,
+        ...(spec.array ? { array: true } : {}),
+        ...(value !== undefined ? { default: spec.array && fromEnv !== undefined ? [fromEnv] : value } : {}),
+      };
+    }
+    case "number": {
+      const value = fromEnv ?? spec.default;
+      // No yargs type: `type: "number"` would turn "abc" into NaN before the message could quote it.
+      return {
+        ...base,
+        requiresArg: true,
+        ...(value !== undefined ? { default: value } : {}),
+        coerce: (v: unknown) => (v === undefined ? undefined : parseNumber(source, last(v), spec.rule)),
+      };
+    }
+    case "choice": {
+      const value = fromEnv ?? spec.default;
+      return {
+        ...base,
+        type: "string",
+        requiresArg: true,
+        choices: [...spec.choices],
+        ...(value !== undefined ? { default: value } : {}),
+        coerce: (v: unknown) => (v === undefined ? undefined : parseChoice(source, last(v), spec.choices)),
+      };
+    }
+    case "value": {
+      return {
+        ...base,
+        requiresArg: true,
+        ...(fromEnv !== undefined ? { default: fromEnv } : {}),
+        coerce: (v: unknown) => (v === undefined ? undefined : spec.parse(String(last(v)), source)),
+      };
+    }
+  }
 }
 
 /** A flag given twice keeps its last value, as with every other flag. */

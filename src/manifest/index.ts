@@ -2,7 +2,7 @@
 // jobs. All problems of all stages come back together; nothing here talks to the services.
 
 import { type AssembleSettings, checkTakes } from "../episode/settings.js";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import type { BudgetPool } from "./budget.js";
 import { expandRows } from "./expand-rows.js";
 import type { Job, SkillRef } from "./job.js";
@@ -91,7 +91,7 @@ export async function loadManifest(path: string, options: LoadOptions = {}): Pro
   if (raw.shots.length === 0 && raw.lines.length === 0 && problems.errorCount === 0) {
     problems.warn(raw.display, 0, "", "the manifest has no shots and no lines");
   }
-  traceStart("jobs expanded");
+  startStep("jobs expanded");
   return result(manifestInfo(raw, settings), jobs, problems);
 }
 

@@ -4,7 +4,7 @@
 import { extname, resolve } from "node:path";
 import type { Alias, Document, LineCounter, Node, Pair, YAMLMap } from "yaml";
 import type { ToJSContext } from "yaml/util";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import { csvRows } from "./csv-rows.js";
 import { FILE_LIMITS, readText } from "./files.js";
 import { didYouMean, displayPath, type Problems, quoted } from "./problems.js";
@@ -42,7 +42,7 @@ export async function readYaml(
   problems: Problems,
 ): Promise<void> {
   const yaml = await loadYaml();
-  traceStart("yaml loaded");
+  startStep("yaml loaded");
   const counter = new yaml.LineCounter();
   // `merge`: `<<: *anchor` merge keys (YAML 1.1, widely used to share settings between rows).
   const doc = yaml.parseDocument(text, {
@@ -51,7 +51,7 @@ export async function readYaml(
     uniqueKeys: true,
     merge: true,
   });
-  traceStart("yaml parsed");
+  startStep("yaml parsed");
   const reader = new YamlReader(yaml, doc, counter, manifest.display, problems);
   reader.reportSyntax();
   if (doc.errors.length > 0) return;

@@ -2,7 +2,7 @@
 // from, so every later check can name them. A YAML manifest through `read-yaml.ts`, a bare CSV
 // manifest (and the CSV files a YAML one names) through `csv-rows.ts`.
 import { dirname, extname, resolve } from "node:path";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import { csvRows } from "./csv-rows.js";
 import { FILE_LIMITS, readText } from "./files.js";
 import { displayPath, type Problems } from "./problems.js";
@@ -34,13 +34,13 @@ export async function readManifest(
     : { maxBytes: FILE_LIMITS.manifest, what: "a manifest" };
   const text = await readText(abs, limit, { file: display, line: 0, field: "" }, problems);
   if (text === undefined) return undefined;
-  traceStart("manifest read");
+  startStep("manifest read");
   if (csv) {
     const rows = csvRows(text, display, undefined, problems);
     for (const row of rows) (row.kind === "shot" ? manifest.shots : manifest.lines).push(row);
     return manifest;
   }
   await readYaml(manifest, text, cwd, problems);
-  traceStart("yaml read into rows");
+  startStep("yaml read into rows");
   return manifest;
 }

@@ -25,7 +25,7 @@ export interface BudgetRow {
   points: number;
 }
 
-export interface AdmitInput {
+interface AdmitInput {
   /** The journal's state; not changed. */
   state: RunState;
   /** The run's opening records (`run`, one `job` per planned job), in the order they will be written. */

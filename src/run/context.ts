@@ -21,10 +21,10 @@ import type { Halt } from "./halt.js";
 import { outputs } from "./outputs.js";
 import type { RunOptions, RunOutcome, Seams, StateStore } from "./types.js";
 
-/** How long a service may answer nothing but 5xx and 429 before the run stops for it (exit 6). */
+/** How long a service may answer nothing but 5xx and 429 before the run stops for it (it ends `unreachable`). */
 const REFUSING_MS = 60_000;
 
-/** The folder of the run's state cannot be made: a setting to fix (exit 2), not a bug. */
+/** The folder of the run's state cannot be made: a setting to fix (the run ends `refused`), not a bug. */
 export class StateFolderError extends Error {
   override name = "StateFolderError";
 }
@@ -157,7 +157,7 @@ export class RunContext {
 
   /**
    * A call failed after every retry of the HTTP layer. No connection at all for that long: the
-   * service (or the store, or a result host) is gone, and the run stops (exit 6). A 5xx or a 429 is
+   * service (or the store, or a result host) is gone, and the run stops (it ends `unreachable`). A 5xx or a 429 is
    * a service that answers: one bad task or one long Retry-After is not a reason to stop the others,
    * so only a service that has served nothing for REFUSING_MS stops the run.
    */
@@ -172,7 +172,7 @@ export class RunContext {
   stoppedEarly(statePath?: string): RunOutcome {
     const halt = this.halt;
     return {
-      exitCode: halt.exitCode,
+      end: halt.end,
       ...(halt.by && halt.by !== "signal" ? { stoppedBy: halt.by } : {}),
       message:
         halt.by === "signal"
@@ -189,10 +189,10 @@ export class RunContext {
       return { ...this.stoppedEarly(statePath), message: this.halt.message ?? "interrupted" };
     }
     // A service's answer its specification does not allow (a malformed pricing answer): the
-    // service's fault, exit 6, state saved; never taken for a bug of clapper's, nor the manifest's.
+    // service's fault (`unreachable`), state saved; never taken for a bug of clapper's, nor the manifest's.
     if (error instanceof ServiceError) {
       return {
-        exitCode: 6,
+        end: "unreachable",
         message: `a service gave an answer its specification does not allow: ${error.message}; state saved; run again once it answers as documented`,
         ...(statePath ? { statePath } : {}),
       };

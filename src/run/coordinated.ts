@@ -2,7 +2,7 @@
 // shares through Redis. The run's lock lives there with a lease, so a killed container's lock frees
 // itself. The ledger is the run's own (the balance, what its journal spent) joined to the shared
 // ones: the run's cap across its processes, and the named pool across runs. A reservation needs
-// all of them; a coordinator that cannot be asked halts the run (exit 6) before any create.
+// all of them; a coordinator that cannot be asked halts the run (ends `unreachable`) before any create.
 
 import type { z } from "zod";
 import { SpeechTask } from "../api/speech.js";
@@ -28,7 +28,7 @@ export interface CoordinatedOptions {
   coordinator: Coordinator;
   /** The manifest's `budget.pool`, if any. */
   pool?: BudgetPool | undefined;
-  /** The coordinator failed a call: the run halts (exit 6), state saved. */
+  /** The coordinator failed a call: the run halts (ends `unreachable`), state saved. */
   lose(error: unknown): void;
 }
 

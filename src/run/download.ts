@@ -54,19 +54,8 @@ export async function downloadResult(
       await stored(written);
       return;
     } catch (error) {
-      // Too large is not cured by asking again; neither is an interrupt, nor a task that cannot
-      // be read (the HTTP layer has retried that already).
-      if (c.signal.aborted || error instanceof ResultTooLargeError) throw error;
-      if (url === undefined && !(error instanceof ResultUrlMissingError)) throw error;
-      if (error instanceof ResultUrlMissingError && tries >= COLLECT_TRIES)
-        throw new ResultUrlMissingError(`${error.message} (read ${tries} times)`);
-      if (tries >= COLLECT_TRIES || trail.spent || error instanceof DownloadTimeUpError)
-        throw givenUp(taskId, trail, error);
-      // An expired or refused URL is fetched again through the task; a broken file is downloaded again.
-      const expired =
-        error instanceof ClapperApiError &&
-        (error.status === 403 || error.status === 404 || error.status === 410);
-      if (expired || error instanceof MediaCheckError || error instanceof ResultUrlError) url = undefined;
+      tryAgainOrThrow(c.signal, error, { tries, hadUrl: url !== undefined, trail, taskId });
+      if (needsFreshUrl(error)) url = undefined;
       const waitMs = COLLECT_PAUSE_MS * 2 ** (tries - 1);
       c.log.warn(
         {
@@ -83,6 +72,31 @@ export async function downloadResult(
       if (c.signal.aborted) throw c.signal.reason;
     }
   }
+}
+
+/** Throws what ends a result's tries; returns when the failed try may be made again. */
+function tryAgainOrThrow(
+  signal: AbortSignal,
+  error: unknown,
+  at: { tries: number; hadUrl: boolean; trail: DownloadTrail; taskId: string },
+): void {
+  const { tries, trail } = at;
+  // Too large is not cured by asking again; neither is an interrupt, nor a task that cannot
+  // be read (the HTTP layer has retried that already).
+  if (signal.aborted || error instanceof ResultTooLargeError) throw error;
+  if (!at.hadUrl && !(error instanceof ResultUrlMissingError)) throw error;
+  if (error instanceof ResultUrlMissingError && tries >= COLLECT_TRIES)
+    throw new ResultUrlMissingError(`${error.message} (read ${tries} times)`);
+  if (tries >= COLLECT_TRIES || trail.spent || error instanceof DownloadTimeUpError)
+    throw givenUp(at.taskId, trail, error);
+}
+
+/** An expired or refused URL is fetched again through the task; a broken file is downloaded again. */
+function needsFreshUrl(error: unknown): boolean {
+  const expired =
+    error instanceof ClapperApiError &&
+    (error.status === 403 || error.status === 404 || error.status === 410);
+  return expired || error instanceof MediaCheckError || error instanceof ResultUrlError;
 }
 
 /**

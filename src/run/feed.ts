@@ -14,7 +14,7 @@ import type { Phase, Progress } from "./types.js";
 type Status = JobState["status"];
 type Kind = "video" | "speech";
 
-export interface FeedSources {
+interface FeedSources {
   total: number;
   /** The run's state as the journal has it now: whether a stored result is this run's or reused. */
   state: () => RunState;

@@ -1,11 +1,12 @@
 // Why a run stops before its work is done, in one place: the user's signal (Ctrl-C, SIGTERM), the
 // deadline (`--deadline`), or a service, store or coordinator that cannot be reached. All three stop submitting
-// and waiting alike, save the state and leave the tasks in flight to the next run; only the exit
-// code and the message differ (4 for a stop and a deadline, 6 for an unreachable dependency).
+// and waiting alike, save the state and leave the tasks in flight to the next run; only the end
+// and the message differ (`interrupted` for a stop and a deadline, `unreachable` for a dependency).
 
 import { LONGEST_TIMER_MS } from "../rate/limiter.js";
+import type { RunEnd } from "./end.js";
 
-export type HaltReason = "signal" | "deadline" | "unreachable";
+type HaltReason = "signal" | "deadline" | "unreachable";
 
 export class Halt {
   private readonly controller = new AbortController();
@@ -63,9 +64,9 @@ export class Halt {
     this.controller.abort(new Error(message));
   }
 
-  /** The exit code of a run that stopped for this reason. */
-  get exitCode(): 4 | 6 {
-    return this.by === "unreachable" ? 6 : 4;
+  /** How a run that stopped for this reason ends. */
+  get end(): Extract<RunEnd, "interrupted" | "unreachable"> {
+    return this.by === "unreachable" ? "unreachable" : "interrupted";
   }
 
   dispose(): void {

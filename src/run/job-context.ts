@@ -39,8 +39,8 @@ export interface JobContext {
   progress: (job?: Job) => void;
   /** A journal write failed: the run cannot go on without losing track. */
   fail: (error: unknown) => void;
-  /** A call failed after every retry: the run decides whether the service is gone (then exit 6). */
+  /** A call failed after every retry: the run decides whether the service is gone (then it ends `unreachable`). */
   unavailable?: (error: unknown) => void;
-  /** The store cannot be reached: the run stops, state saved (exit 6). */
+  /** The store cannot be reached: the run stops, state saved (it ends `unreachable`). */
   unreachable?: (error: unknown) => void;
 }

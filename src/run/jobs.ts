@@ -22,7 +22,7 @@ import {
 } from "../services/index.js";
 import { MaterialError } from "../services/staging.js";
 import { type Attempt, type JobState, openAttempt, type RunState } from "../state/run-state.js";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import { TaskUnreadableError } from "../tracking/track.js";
 import { Collection } from "./collection.js";
 import { errorInfo, refused, sharedError } from "./errors.js";
@@ -193,11 +193,11 @@ export class JobRunner {
       { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now(), announces: true },
       { durable: true },
     );
-    traceStart("first intent journalled");
+    startStep("first intent journalled");
     try {
       await this.c.ledger.markSent?.(key);
     } catch {
-      // The coordinator is gone and the run halts (exit 6). The intent stays in the journal, never
+      // The coordinator is gone and the run halts (it ends `unreachable`). The intent stays in the journal, never
       // sent: the next run sends it with its key, under the reservation it finds or makes again.
       return undefined;
     }
@@ -243,10 +243,9 @@ export class JobRunner {
     // and the row then change, the next run can still send it again with its key to learn its task.
     await this.c.journal.append({ t: "sending", id: job.id, n, ...keptBody(body) }, { durable: true });
     let taskId: string;
-    traceStart("first create handed to the client");
+    startStep("first create handed to the client");
     try {
       taskId = await this.post(job, body, attempt.key, ours);
-      traceStart("first create answered");
     } catch (error) {
       if (error instanceof AbortedError && !error.maybeSent && ours) return this.withdraw(job, attempt);
       if (this.c.signal.aborted || error instanceof AbortedError) return "done";

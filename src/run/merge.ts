@@ -61,7 +61,7 @@ export class MergeError extends Error {
   override name = "MergeError";
 }
 
-export interface MergeInput {
+interface MergeInput {
   /** The manifest's jobs, as planned now. */
   jobs: readonly Job[];
   /** The manifest as people name it, and the run's name. */
@@ -73,7 +73,7 @@ export interface MergeInput {
   signal?: AbortSignal;
 }
 
-export interface Merged {
+interface Merged {
   report: Report;
   /** Shards whose report was not found. */
   missing: number[];

@@ -29,57 +29,74 @@ export class Orphans {
     ];
     for (const { a, previous } of open) {
       if (this.c.signal.aborted) return;
-      const record = { t: "settled" as const, id: st.id, n: a.n, ...(previous ? { previous } : {}) };
-      if (!a.taskId) {
-        const learned = await this.learnTask(st, a, previous);
-        if (learned === "left") continue;
-        if (learned !== "found") {
-          await this.c.journal.append({ ...record, spent: 0, error: learned }, { durable: true });
-          await this.c.ledger.settle(a.reserved, 0, a.key);
-          this.c.log.warn({ job: st.id, event: learned.code, attempt: a.n }, learned.message);
-          continue;
-        }
-      }
-      const taskId = a.taskId as string;
-      const service = serviceFor(st.kind);
-      let final: ServiceTask;
-      try {
-        final = await service.track(this.c.trackers, taskId, Math.floor(Date.now() / 1000));
-      } catch (error) {
-        if (this.c.signal.aborted) return;
-        if (!(error instanceof NotFoundError)) {
-          this.unfinished(`some tasks could not be followed (${errorInfo(error).message})`);
-          continue;
-        }
-        const gone = {
-          code: "task_not_found",
-          message: `task ${taskId} is not known to the service any more`,
-        };
-        await this.c.journal.append({ ...record, spent: 0, error: gone }, { durable: true });
-        await this.c.ledger.settle(a.reserved, 0, a.key);
-        continue;
-      }
-      const status = service.status(final);
-      const ok = status === "succeeded";
-      const stated = service.statedCost(final);
-      // A video's cost is its price as reserved; a speech task states its own.
-      const cost = !ok ? 0 : stated !== undefined && validCost(stated) ? stated : a.reserved;
-      const replayed = ok && isReplay(this.c.clients.http.clockOffsetMs, a, service.createdAt(final));
-      await this.c.journal.append(
-        {
-          ...record,
-          spent: cost,
-          ...(replayed ? { replayed } : {}),
-          ...(ok ? {} : { error: { code: status, message: `task ${taskId} ended ${status}` } }),
-        },
-        { durable: true },
-      );
-      await this.c.ledger.settle(a.reserved, cost, a.key);
-      this.c.log.info(
-        { job: st.id, event: "orphan-settled", task_id: taskId, status, cost },
-        "a task of an earlier version was followed to its end",
-      );
+      await this.settleAttempt(st, a, previous);
     }
+  }
+
+  /** One open attempt: its task learned when need be, followed to its end, and settled. */
+  private async settleAttempt(st: JobState, a: Attempt, previous: boolean): Promise<void> {
+    const record = { t: "settled" as const, id: st.id, n: a.n, ...(previous ? { previous } : {}) };
+    if (!a.taskId) {
+      const learned = await this.learnTask(st, a, previous);
+      if (learned === "left") return;
+      if (learned !== "found") {
+        await this.c.journal.append({ ...record, spent: 0, error: learned }, { durable: true });
+        await this.c.ledger.settle(a.reserved, 0, a.key);
+        this.c.log.warn({ job: st.id, event: learned.code, attempt: a.n }, learned.message);
+        return;
+      }
+    }
+    const taskId = a.taskId as string;
+    let final: ServiceTask;
+    try {
+      final = await serviceFor(st.kind).track(this.c.trackers, taskId, Math.floor(Date.now() / 1000));
+    } catch (error) {
+      // Stopped: the caller's loop sees the signal and goes no further.
+      if (this.c.signal.aborted) return;
+      if (!(error instanceof NotFoundError)) {
+        this.unfinished(`some tasks could not be followed (${errorInfo(error).message})`);
+        return;
+      }
+      const gone = {
+        code: "task_not_found",
+        message: `task ${taskId} is not known to the service any more`,
+      };
+      await this.c.journal.append({ ...record, spent: 0, error: gone }, { durable: true });
+      await this.c.ledger.settle(a.reserved, 0, a.key);
+      return;
+    }
+    await this.settleEnded(st, a, record, taskId, final);
+  }
+
+  /** An orphan's task that ended: its cost recorded and its reservation settled. */
+  private async settleEnded(
+    st: JobState,
+    a: Attempt,
+    record: { t: "settled"; id: string; n: number; previous?: boolean },
+    taskId: string,
+    final: ServiceTask,
+  ): Promise<void> {
+    const service = serviceFor(st.kind);
+    const status = service.status(final);
+    const ok = status === "succeeded";
+    const stated = service.statedCost(final);
+    // A video's cost is its price as reserved; a speech task states its own.
+    const cost = !ok ? 0 : stated !== undefined && validCost(stated) ? stated : a.reserved;
+    const replayed = ok && isReplay(this.c.clients.http.clockOffsetMs, a, service.createdAt(final));
+    await this.c.journal.append(
+      {
+        ...record,
+        spent: cost,
+        ...(replayed ? { replayed } : {}),
+        ...(ok ? {} : { error: { code: status, message: `task ${taskId} ended ${status}` } }),
+      },
+      { durable: true },
+    );
+    await this.c.ledger.settle(a.reserved, cost, a.key);
+    this.c.log.info(
+      { job: st.id, event: "orphan-settled", task_id: taskId, status, cost },
+      "a task of an earlier version was followed to its end",
+    );
   }
 
   /**

@@ -16,7 +16,7 @@ import {
   type RunRecord,
   type RunState,
 } from "../state/run-state.js";
-import { traceStart } from "../trace.js";
+import { startStep } from "../trace.js";
 import { admit, declaration, type StoreEntry } from "./admit.js";
 import { inShard, type Shard } from "./shard.js";
 
@@ -96,7 +96,7 @@ export async function plan(options: PlanOptions): Promise<PlanResult> {
     );
   const lines = jobsOf(loaded.jobs, "speech");
   // A price the service states that cannot be used is its fault, not the manifest's: said once the
-  // manifest itself is sound (exit 6), and only when there are lines to price.
+  // manifest itself is sound (ends `unreachable`), and only when there are lines to price.
   if (lines.length > 0) omittedErrors += keepBounded(errors, speechOff);
   if (lines.length > 0 && priceFault && errors.length === 0) throw priceFault;
 
@@ -149,7 +149,7 @@ async function readPrices(options: PlanOptions, call: { signal?: AbortSignal }):
     // One read answers both: the balance is the account's, shared by the services, and the speech
     // pricing carries it (the spec's pricing-and-balance object), so the video summary is not asked.
     const pricing = await options.clients.speech.pricing(call);
-    traceStart("pricing and balance answered");
+    startStep("pricing and balance answered");
     prices.balance = pricing.balance;
     try {
       prices.speechPrice = { value: priceFrom(pricing).perTen, source: "service", countedChars: 0 };
@@ -290,7 +290,7 @@ async function serviceChecks(
     wantsCustom ? clients.speech.listVoices("custom", call) : none,
     externalSkills.size === 0 ? none : collectList(clients.video.listSkills({}, call)),
   ]);
-  traceStart("voices and skills answered");
+  startStep("voices and skills answered");
   const voices = { preset, custom };
   const ids = {
     preset: new Set(preset.items.map((v) => v.voice_id)),

@@ -5,9 +5,12 @@
 //   admission  plan, prove the output, open the state, decide the work (stages/admission.ts)
 //   prepare    skills, voices, what dead writers left in the store     (stages/prepare.ts)
 //   execute    every job's life under the limits (src/run/jobs.ts) (stages/execute.ts)
-//   finish     the reports, the `finish` record, the exit code         (stages/finish.ts)
+//   finish     the reports, the `finish` record, how the run ended     (stages/finish.ts)
+// Each way out is a RunEnd (src/run/end.ts) or a thrown error; only the CLI turns them into exit codes.
+import { channel } from "node:diagnostics_channel";
 import { AbortedError, ClapperApiError, ResultUrlError } from "../api/index.js";
 import { ServiceGate } from "../rate/limiter.js";
+import { RUN_STAGE } from "../trace.js";
 import { RunContext } from "./context.js";
 import { errorInfo } from "./errors.js";
 import { ProgressFeed } from "./feed.js";
@@ -19,11 +22,6 @@ import { openRun } from "./stages/open.js";
 import { prepare } from "./stages/prepare.js";
 import { DEFAULT_LIMITS, type RunOptions, type RunOutcome } from "./types.js";
 
-export { outputKey } from "../manifest/outputs.js";
-export { defaultStatePath } from "../state/locate.js";
-export type { BudgetRow } from "./admit.js";
-export { DEFAULT_SEAMS } from "./context.js";
-export { idempotencyKey } from "./idempotency.js";
 export { outputs } from "./outputs.js";
 export { tooManyFailures } from "./stages/execute.js";
 export * from "./types.js";
@@ -41,24 +39,24 @@ export async function run(options: RunOptions): Promise<RunOutcome> {
       {
         event: "run-finished",
         status: r?.run.status ?? "not-started",
-        exit_code: outcome.exitCode,
+        exit_code: options.exitCodeOf(outcome.end),
         duration_ms: Date.now() - startedAt,
         ...(r ? { counts: r.counts, points: r.points } : {}),
         ...(outcome.stoppedBy ? { stopped_by: outcome.stoppedBy } : {}),
         ...(outcome.message ? { note: outcome.message } : {}),
       },
-      `run finished: exit ${outcome.exitCode}`,
+      `run finished: exit ${options.exitCodeOf(outcome.end)}`,
     );
     return outcome;
   } catch (error) {
-    // A service's refusal is said by the CLI with its own exit code; only a bug is exit 70. The
-    // log says which, and never an exit code the process will not end with.
+    // A service's refusal is said by the CLI with its own exit code; only a bug is exit 70 (`bug` in
+    // the CLI's table). The log says which, and never an exit code the process will not end with.
     const refusal = !isBug(error);
     options.logger.error(
       {
         event: "run-finished",
         status: refusal ? "stopped" : "crashed",
-        ...(refusal ? {} : { exit_code: 70 }),
+        ...(refusal ? {} : { exit_code: options.exitCodeOf("bug") }),
         duration_ms: Date.now() - startedAt,
       },
       refusal
@@ -77,28 +75,38 @@ async function runOnce(options: RunOptions, halt: Halt, feed: ProgressFeed): Pro
   let statePath: string | undefined;
   try {
     const opened = await openRun(ctx);
-    if ("exitCode" in opened) return opened;
+    if ("end" in opened) return opened;
+    ended("open");
     statePath = opened.located.statePath;
     const gate = options.gate ?? new ServiceGate(options.limits ?? DEFAULT_LIMITS);
     if (!options.gate) ctx.defer(() => gate.stop());
     const admitted = await admitRun(ctx, opened);
-    if ("exitCode" in admitted) return admitted;
+    if ("end" in admitted) return admitted;
+    ended("admission");
     ctx.feed.setPhase("pre-flight");
     const prepared = await prepare(ctx, opened, admitted);
-    if ("exitCode" in prepared) return prepared;
+    if ("end" in prepared) return prepared;
+    ended("prepare");
     // Test-only (documented in docs/configuration.md): a bug inside a run that holds its lock and its state,
     // to check exit 70 and that the state is saved and the lock let go.
     if (options.env?.CLAPPER_TEST_FAULT === "internal") {
       throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");
     }
     const executed = await execute(ctx, gate, opened, admitted, prepared);
-    if ("exitCode" in executed) return executed;
+    if ("end" in executed) return executed;
     return await finish(ctx, opened, admitted, executed);
   } catch (error) {
     return ctx.caught(error, statePath);
   } finally {
     await ctx.release();
   }
+}
+
+const stages = channel(RUN_STAGE);
+
+/** A stage that ended, for whoever listens on node:diagnostics_channel (src/trace.ts times the start). */
+function ended(stage: "open" | "admission" | "prepare"): void {
+  if (stages.hasSubscribers) stages.publish({ stage });
 }
 
 /**

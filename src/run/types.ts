@@ -19,6 +19,7 @@ import type { RepairInput } from "../state/repair.js";
 import type { RunRecord, RunState } from "../state/run-state.js";
 import type { Sightings, TrackOptions } from "../tracking/track.js";
 import type { BudgetRow } from "./admit.js";
+import type { RunEnd, RunEndOrBug } from "./end.js";
 import type { Shard } from "./shard.js";
 
 /** The run's state: what happened, record by record, and the state those records make. */
@@ -163,15 +164,21 @@ export interface RunOptions {
   gate?: RunGate;
   /** Replacements for the defaults of the seams (a coordinator, or in-memory fakes in tests). */
   seams?: Partial<Seams>;
-  /** Stop submitting once too many jobs failed; what is in flight ends; exit 1. */
+  /** Stop submitting once too many jobs failed; what is in flight ends as `jobs-failed`. */
   maxFailures?: MaxFailures;
-  /** Stop submitting and waiting at this time; state saved; exit 4. */
+  /** Stop submitting and waiting at this time; state saved; the run ends `interrupted`. */
   deadline?: Date;
   /**
    * Aborted (with the error as its reason) when a dependency outside the run is lost, the
-   * coordinator: the run halts as for an unreachable service, state saved, exit 6.
+   * coordinator: the run halts as for an unreachable service, state saved, `unreachable`.
    */
   lost?: AbortSignal;
+  /**
+   * The exit code the caller will end with for each end (the CLI's `exitCodeOf`): the run's last
+   * log line states it, so that the log never says a code the process does not end with. Passed in
+   * rather than imported, because only the CLI knows exit codes.
+   */
+  exitCodeOf: (end: RunEndOrBug) => number;
 }
 
 /** What the run is doing now, for the live display. */
@@ -216,7 +223,8 @@ export type MaxFailures = { count: number } | { percent: number };
 export type StoppedBy = "max-failures" | "deadline" | "unreachable" | "budget" | "signal";
 
 export interface RunOutcome {
-  exitCode: 0 | 1 | 2 | 3 | 4 | 5 | 6;
+  /** Why the run ended; the CLI says it as an exit code. */
+  end: RunEnd;
   message?: string;
   /** Why the run stopped before doing all its work (also in the report's `run.stopped_by`). */
   stoppedBy?: StoppedBy;

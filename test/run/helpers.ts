@@ -8,6 +8,7 @@ import { onTestFinished } from "vitest";
 import { stringify } from "yaml";
 import { createClients } from "../../src/api/index.js";
 import { retryPoliciesFromEnv } from "../../src/cli/config.js";
+import { exitCodeOf } from "../../src/cli/exit-code.js";
 import { createLogger, type LogLevel } from "../../src/cli/logger.js";
 import { main } from "../../src/cli/main.js";
 import { ServiceGate } from "../../src/rate/limiter.js";
@@ -167,7 +168,8 @@ export function capture(level: LogLevel = "debug") {
 }
 
 export interface InProcess {
-  outcome: RunOutcome;
+  /** The run's outcome, with the exit code the CLI would end with for it. */
+  outcome: RunOutcome & { exitCode: number };
   logs: ReturnType<typeof capture>;
 }
 
@@ -175,7 +177,10 @@ export interface InProcess {
 export async function runIn(
   s: Sandbox,
   manifest: string,
-  extra: Partial<Omit<RunOptions, "clients" | "logger">> & { key?: string; allowPrivateUrls?: boolean } = {},
+  extra: Partial<Omit<RunOptions, "clients" | "logger" | "exitCodeOf">> & {
+    key?: string;
+    allowPrivateUrls?: boolean;
+  } = {},
 ): Promise<InProcess> {
   const logs = capture();
   const { key = KEY, allowPrivateUrls, ...options } = extra;
@@ -195,10 +200,11 @@ export async function runIn(
       gate,
       logger: logs.logger,
       env: {},
+      exitCodeOf,
       ...options,
       track: { ...FAST_TRACK, ...options.track },
     });
-    return { outcome, logs };
+    return { outcome: { ...outcome, exitCode: exitCodeOf(outcome.end) }, logs };
   } finally {
     await clients.close();
     if (!options.gate) await gate.stop();

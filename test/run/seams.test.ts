@@ -11,6 +11,7 @@ import { describe, expect, it } from "vitest";
 import { createClients } from "../../src/api/index.js";
 import type { PointsLedger } from "../../src/budget/ledger.js";
 import { retryPoliciesFromEnv } from "../../src/cli/config.js";
+import { exitCodeOf } from "../../src/cli/exit-code.js";
 import { type Lock, LockHeldError } from "../../src/locks/file-lock.js";
 import { type RunGate, run, type Seams, type StateStore } from "../../src/run/run.js";
 import { InlineStager } from "../../src/services/staging.js";
@@ -182,7 +183,8 @@ describe("a whole run on in-memory seams", () => {
           gate: f.gate,
           seams: f.seams,
           track: FAST_TRACK,
-        });
+          exitCodeOf,
+        }).then((outcome) => ({ ...outcome, exitCode: exitCodeOf(outcome.end) }));
       const first = await once();
       expect(first.exitCode, first.message).toBe(0);
       expect(first.report?.counts).toMatchObject({ total: 3, succeeded: 3 });

@@ -21,7 +21,7 @@ import {
 import { damagedMessage, isDamagedState, type RepairInput } from "../../state/repair.js";
 import type { Attempt, RunRecord, RunState } from "../../state/run-state.js";
 import { StateStoreError } from "../../state/s3-journal.js";
-import { traceStart } from "../../trace.js";
+import { startStep } from "../../trace.js";
 import { type Admission, admit, declaration, shardsTable } from "../admit.js";
 import { CallbackListener } from "../callbacks.js";
 import { matchesOnly, type RunContext } from "../context.js";
@@ -55,23 +55,24 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   const { located, sink } = opened;
   const statePath = located.statePath;
   const planned = await planWith(ctx, opened);
-  if ("exitCode" in planned) return planned;
-  traceStart("planned (priced, output probed)");
+  if ("end" in planned) return planned;
+  startStep("planned (priced, output probed)");
   const listener = await listen(ctx, statePath);
-  if (listener && "exitCode" in listener) return listener;
+  if (listener && "end" in listener) return listener;
 
   const openedState = await openStore(ctx, opened, planned);
-  if ("exitCode" in openedState) return openedState;
+  if ("end" in openedState) return openedState;
   const { store, lostData } = openedState;
   const { fence, generation } = opened.lock;
   const ownership = checkOwner(store.state, located);
-  if (ownership.refuse) return { exitCode: 2, message: ownership.refuse, statePath };
+  if (ownership.refuse) return { end: "refused", message: ownership.refuse, statePath };
   if (ownership.warning) ctx.log.warn({ event: "state-adopted" }, ownership.warning);
   // A local output folder says whose results it holds: another manifest of this name is refused.
   const outputRoot = localRoot(sink);
   if (outputRoot !== undefined) {
     const output = await checkOutputOwner(outputRoot, located);
-    if (output.refuse) return { exitCode: 2, message: `${output.refuse}; nothing was submitted`, statePath };
+    if (output.refuse)
+      return { end: "refused", message: `${output.refuse}; nothing was submitted`, statePath };
   }
 
   const only = options.only;
@@ -100,7 +101,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   try {
     pool = await ctx.seams.pool?.();
   } catch (error) {
-    // The coordinator is gone before anything was submitted: exit 6, nothing written.
+    // The coordinator is gone before anything was submitted: the run ends `unreachable`, nothing written.
     ctx.halt.unreachable(error);
     return ctx.stoppedEarly(statePath);
   }
@@ -119,7 +120,7 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
   });
   if (admission.refused) {
     return {
-      exitCode: 3,
+      end: "over-budget",
       budget: admission.refused,
       warnings: planned.warnings,
       statePath,
@@ -152,7 +153,6 @@ export async function admitRun(ctx: RunContext, opened: Opened): Promise<Admitte
     ledgerInput(store.state, admission, located.manifest.name, maxPoints, lostData, shard),
   );
   await withdrawLapsed(ctx, store, ledger);
-  traceStart("admitted");
   return { planned, store, admission, ledger, maxPoints, selected, listener };
 }
 
@@ -182,15 +182,17 @@ async function openStore(
     });
   } catch (error) {
     if (isDamagedState(error)) {
-      return { exitCode: 2, message: damagedMessage(error, located.manifest.display), statePath };
+      return { end: "refused", message: damagedMessage(error, located.manifest.display), statePath };
     }
     if (!(error instanceof StateStoreError)) throw error;
     // Nothing was written and nothing submitted.
     if (error.kind === "unreachable") ctx.halt.unreachable(error);
-    const exitCode = { unreachable: 6, refused: 2, damaged: 2, superseded: 5 }[error.kind] as 2 | 5 | 6;
-    return { exitCode, message: `${error.message}; nothing was submitted`, statePath };
+    const end = (
+      { unreachable: "unreachable", refused: "refused", damaged: "refused", superseded: "locked" } as const
+    )[error.kind];
+    return { end, message: `${error.message}; nothing was submitted`, statePath };
   }
-  traceStart("state opened");
+  startStep("state opened");
   ctx.store = store;
   ctx.defer(() => store.close());
   if (opened.lockLost.aborted) store.freeze();
@@ -200,7 +202,7 @@ async function openStore(
     store.state.fence_generation !== generation;
   if (fence !== undefined && !lostData && (store.state.fence ?? 0) > fence) {
     return {
-      exitCode: 5,
+      end: "locked",
       message: `a later holder of the run's lock (fencing token ${store.state.fence}) has written ${statePath}; this process (token ${fence}) stops without writing`,
       statePath,
     };
@@ -238,7 +240,7 @@ async function holdShare(
     }
     if (!held.ok) {
       return {
-        exitCode: 3,
+        end: "over-budget",
         budget: shardsTable(
           { total: shard.total, cap: maxPoints, committed: held.committed },
           admission.work.length,
@@ -284,18 +286,19 @@ async function planWith(ctx: RunContext, opened: Opened): Promise<PlanResult | R
     }
     // A missing, wrong or revoked key is a usage error: nothing was submitted.
     if (error instanceof AuthenticationError || error instanceof PermissionError) {
-      return { exitCode: 2, message: error.message };
+      return { end: "refused", message: error.message };
     }
     throw error;
   }
-  if (planned.errors.length > 0) return { exitCode: 2, errors: planned.errors, warnings: planned.warnings };
+  if (planned.errors.length > 0)
+    return { end: "manifest-invalid", errors: planned.errors, warnings: planned.warnings };
   // Before anything is paid for: a result that cannot be stored would be paid for and lost.
   try {
     await sink.probe();
   } catch (error) {
     if (!(error instanceof OutputError)) throw error;
     return {
-      exitCode: error.unreachable ? 6 : 2,
+      end: error.unreachable ? "unreachable" : "refused",
       message: `${error.message}; nothing was submitted`,
       warnings: planned.warnings,
     };
@@ -322,7 +325,7 @@ async function listen(
   } catch (error) {
     const why = (error as NodeJS.ErrnoException).code ?? errorInfo(error).message;
     return {
-      exitCode: 2,
+      end: "refused",
       message: `the callback listener cannot listen on ${callback.listen.host}:${callback.listen.port} (${why}): pass --callback-listen [HOST:]PORT with a free port; nothing was submitted`,
       statePath,
     };
@@ -360,10 +363,10 @@ async function storeHolds(
       ?.httpStatusCode;
     const setting = status === 403 || status === 404 || status === 400 || status === 301;
     const message = `${errorInfo(error).message}; nothing was submitted`;
-    if (setting) return { exitCode: 2, message, statePath };
+    if (setting) return { end: "refused", message, statePath };
     ctx.halt.unreachable(error);
     return {
-      exitCode: 6,
+      end: "unreachable",
       stoppedBy: "unreachable",
       message: `${message}: run again once it is reachable`,
       statePath,

@@ -101,10 +101,10 @@ export async function execute(
 
   const statePath = opened.located.statePath;
   if (ctx.broken) {
-    // A state in S3 that cannot be reached is a store that is gone, as for the output (exit 6).
+    // A state in S3 that cannot be reached is a store that is gone, as for the output (it ends `unreachable`).
     const gone = ctx.broken instanceof StateStoreError && ctx.broken.kind === "unreachable";
     return {
-      exitCode: gone ? 6 : 1,
+      end: gone ? "unreachable" : "state-unwritable",
       message: `the run's state could not be written (${errorInfo(ctx.broken).message}); it stopped: run again once ${gone ? "the store is reachable" : "the disk is fixed"} (creates in flight are sent again with their keys)`,
       statePath,
     };
@@ -112,7 +112,7 @@ export async function execute(
   // Another process holds the state now: nothing more is written to it, or to the reports.
   if (opened.lockLost.aborted) {
     return {
-      exitCode: 5,
+      end: "locked",
       message: `${(opened.lockLost.reason as Error).message}; this run stopped`,
       statePath,
     };

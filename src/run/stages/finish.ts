@@ -1,5 +1,5 @@
 // Stage 5, finish: the report (report.json, report.md, junit.xml and the step summary), the
-// `finish` record of a run that ended, and the exit code. An interrupted run (a stop, the deadline,
+// `finish` record of a run that ended, and how it ended. An interrupted run (a stop, the deadline,
 // an unreachable service) writes its report but not `finish`: the next run resumes it.
 
 import { buildReport } from "../../report/build.js";
@@ -79,9 +79,13 @@ export async function finish(
       { durable: true },
     );
   }
-  const exitCode = interrupted ? halt.exitCode : report.run.status === "succeeded" && reportUris ? 0 : 1;
+  const end = interrupted
+    ? halt.end
+    : report.run.status === "succeeded" && reportUris
+      ? "succeeded"
+      : "jobs-failed";
   return {
-    exitCode,
+    end,
     report,
     ...(stoppedBy ? { stoppedBy } : {}),
     ...(reportUris ? { reportUris } : {}),

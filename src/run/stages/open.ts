@@ -6,7 +6,6 @@ import { LockHeldError } from "../../locks/file-lock.js";
 import type { MaterialStager } from "../../services/staging.js";
 import type { Sink } from "../../sinks/sink.js";
 import { type LocatedRun, locateRun } from "../../state/locate.js";
-import { traceStart } from "../../trace.js";
 import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
 import { errorInfo } from "../errors.js";
 import type { RunOutcome } from "../types.js";
@@ -32,7 +31,7 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
       ...(options.statePath ? { state: options.statePath } : {}),
       ...(options.shard ? { shard: options.shard } : {}),
     });
-    if (!found.ok) return { exitCode: 2, errors: found.errors, warnings: found.warnings };
+    if (!found.ok) return { end: "manifest-invalid", errors: found.errors, warnings: found.warnings };
     located = found.run;
   }
   const only = options.only;
@@ -41,7 +40,7 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
     const unknown = only.filter((o) => !jobs.some((job) => matchesOnly(job, [o])));
     if (unknown.length > 0 || only.length === 0) {
       return {
-        exitCode: 2,
+        end: "refused",
         message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
         warnings: located.loaded.warnings,
       };
@@ -51,11 +50,10 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
   try {
     out = ctx.seams.outputs(options, located.manifest, ctx.cwd);
   } catch (error) {
-    return { exitCode: 2, message: (error as Error).message };
+    return { end: "refused", message: (error as Error).message };
   }
   const locked = await lock(ctx, located.statePath);
-  if ("exitCode" in locked) return locked;
-  traceStart("lock taken");
+  if ("end" in locked) return locked;
   return { located, ...out, ...locked, lockedAt: new Date() };
 }
 
@@ -87,8 +85,8 @@ async function lock(
         ),
     });
   } catch (error) {
-    if (error instanceof LockHeldError) return { exitCode: 5, message: error.message, statePath };
-    if (error instanceof StateFolderError) return { exitCode: 2, message: error.message };
+    if (error instanceof LockHeldError) return { end: "locked", message: error.message, statePath };
+    if (error instanceof StateFolderError) return { end: "refused", message: error.message };
     if (ctx.signal.aborted) return ctx.stoppedEarly();
     throw error;
   }

@@ -14,7 +14,6 @@ import {
 import type { Skill } from "../../api/video.js";
 import type { Job } from "../../manifest/index.js";
 import { jobsOf, type VoiceRef, voiceHash } from "../../services/index.js";
-import { traceStart } from "../../trace.js";
 import type { RunContext } from "../context.js";
 import { errorInfo } from "../errors.js";
 import { allInOrder } from "../plan.js";
@@ -45,7 +44,7 @@ export async function prepare(
     ] as const);
   } catch (error) {
     // A refusal before the first create, not a failure of the service: nothing was submitted.
-    if (error instanceof IncompleteListError) return { exitCode: 2, message: error.message };
+    if (error instanceof IncompleteListError) return { end: "refused", message: error.message };
     throw error;
   }
   const { sink } = opened;
@@ -67,7 +66,6 @@ export async function prepare(
         "removed temporary files left by a stopped run",
       );
   }
-  traceStart("prepared (skills, voices, cleanup)");
   return { skillIds, voiceRefs };
 }
 

@@ -1,5 +1,6 @@
 // `clapper cancel MANIFEST`: its flags and handler.
 import { defineCommand } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 import { chosenShard, type StateArgs, s3Options, stateArgs } from "../flags.js";
 
 export const cancel = defineCommand<StateArgs>({
@@ -33,9 +34,9 @@ export const cancel = defineCommand<StateArgs>({
     // Tasks that had ended are no failure: there was nothing to cancel. Only a task the service
     // would not stop goes on running (and is paid for): not a success for a script.
     const refused = rows.filter((r) => r.outcome === "refused").length;
-    if (refused === 0) return { code: 0, json, text };
+    if (refused === 0) return { code: ExitCode.Ok, json, text };
     return {
-      code: 1,
+      code: ExitCode.Failed,
       json,
       text,
       message: `${refused} of ${rows.length} tasks could not be cancelled and go on running`,

@@ -4,6 +4,7 @@ import { existsSync } from "node:fs";
 import type { Shard } from "../../../run/shard.js";
 import type { LocatedRun } from "../../../state/locate.js";
 import { defineCommand, type GlobalArgs, type Runtime } from "../../command.js";
+import { ExitCode } from "../../exit-code.js";
 import type { Outcome } from "../../output.js";
 import {
   chosenShard,
@@ -82,7 +83,7 @@ async function planCommand(args: GlobalArgs & PlanArgs, rt: Runtime): Promise<Ou
     const n = result.errors.length + (result.omitted?.errors ?? 0);
     const next = !failed && located && states ? await planNext(result, located, states) : undefined;
     return {
-      code: failed ? 2 : 0,
+      code: failed ? ExitCode.Usage : ExitCode.Ok,
       json: planJson(result, shards, next),
       ...(failed ? {} : { text: renderPlan(result, shards, next) }),
       ...(problems ? { notes: [problems] } : {}),

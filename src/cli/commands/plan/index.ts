@@ -202,32 +202,37 @@ export function renderPlan(r: PlanResult, shards?: number, next?: PlanNext): str
  */
 function verdicts(r: PlanResult, next: PlanNext | undefined): string[] {
   const n = next?.next && next.state.found ? next.next : undefined;
-  const word = (ok: boolean | undefined) => (ok === undefined ? "unknown" : ok ? "fits" : "DOES NOT FIT");
-  const out: string[] = [];
-  if (n) {
-    const what = ` the next run's ${n.points ?? "?"} points`;
-    const newPoints = n.points === null ? null : n.points - n.openReserved;
-    const balanceOk = r.balance && newPoints !== null ? newPoints <= r.balance.available_points : undefined;
-    if (r.balance)
-      out.push(`balance: ${r.balance.available_points} points available: ${word(balanceOk)}${what}`);
-    if (r.budget !== undefined) {
-      // Admission's verdict covers both: when it refuses and the balance suffices, the budget
-      // (what is left of it in this run) is what does not.
-      let budgetOk: boolean | undefined;
-      if (n.fits === true) budgetOk = true;
-      else if (n.fits === false)
-        budgetOk = balanceOk === false ? n.points !== null && n.points <= r.budget : false;
-      out.push(`budget:  max_points ${r.budget}: ${word(budgetOk)}${what}`);
-    }
-    return out;
-  }
+  if (n) return nextVerdicts(r, n);
   const total = r.auto ? r.auto.atMost : r.points.total;
+  const out: string[] = [];
   if (r.balance)
     out.push(
       `balance: ${r.balance.available_points} points available: ${word(total === null ? undefined : total <= r.balance.available_points)}`,
     );
   if (r.budget !== undefined)
     out.push(`budget:  max_points ${r.budget}: ${word(total === null ? undefined : total <= r.budget)}`);
+  return out;
+}
+
+const word = (ok: boolean | undefined) => (ok === undefined ? "unknown" : ok ? "fits" : "DOES NOT FIT");
+
+/** The verdicts on the next run, as its admission will judge it. */
+function nextVerdicts(r: PlanResult, n: NonNullable<PlanNext["next"]>): string[] {
+  const out: string[] = [];
+  const what = ` the next run's ${n.points ?? "?"} points`;
+  const newPoints = n.points === null ? null : n.points - n.openReserved;
+  const balanceOk = r.balance && newPoints !== null ? newPoints <= r.balance.available_points : undefined;
+  if (r.balance)
+    out.push(`balance: ${r.balance.available_points} points available: ${word(balanceOk)}${what}`);
+  if (r.budget !== undefined) {
+    // Admission's verdict covers both: when it refuses and the balance suffices, the budget
+    // (what is left of it in this run) is what does not.
+    let budgetOk: boolean | undefined;
+    if (n.fits === true) budgetOk = true;
+    else if (n.fits === false)
+      budgetOk = balanceOk === false ? n.points !== null && n.points <= r.budget : false;
+    out.push(`budget:  max_points ${r.budget}: ${word(budgetOk)}${what}`);
+  }
   return out;
 }
 

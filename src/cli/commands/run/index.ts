@@ -16,10 +16,10 @@ import { type RunOptions, runLedgerKey } from "../../../run/types.js";
 import type { S3ClientOptions } from "../../../sinks/s3.js";
 import { type LocatedRun, locateRun } from "../../../state/locate.js";
 import { isS3State } from "../../../state/location.js";
-import { traceStart } from "../../../trace.js";
+import { startStep } from "../../../trace.js";
 import type { ConnectionArgs, connect } from "../../config.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
-import { ExitCode } from "../../exit-code.js";
+import { ExitCode, exitCodeOf } from "../../exit-code.js";
 import type { LogFormat } from "../../logger.js";
 import { type Outcome, table } from "../../output.js";
 import { ProgressDisplay } from "../../progress.js";
@@ -66,7 +66,7 @@ export function renderOutcome(o: RunOutcome): string {
   if (pages[0]) lines.push(`  report: ${pages[0]} (report.json, report.md and junit.xml beside it)`);
   for (const merged of pages.slice(1)) lines.push(`  merged report: ${merged}`);
   if (!pages[0] && o.reportUris?.[0]) lines.push(`  report: ${o.reportUris[0]}`);
-  if (o.exitCode === ExitCode.Interrupted) lines.push(...interruptLines(r));
+  if (o.end === "interrupted") lines.push(...interruptLines(r));
   return lines.join("\n");
 }
 
@@ -167,7 +167,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
     const found = await locateForRun(args, cwd, shard);
     if ("refused" in found) return found.refused;
     const { located } = found;
-    traceStart("run located (manifest loaded, state folder made)");
+    startStep("run located (manifest loaded, state folder made)");
     const statePath = located.statePath;
     if (shard) {
       logger.info(
@@ -193,7 +193,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
           }
         : {}),
     });
-    traceStart("services connected");
+    startStep("services connected");
     const rates = await rememberedRates(statePath, s3Settings(args));
     const remembered = await rates.read(conn.account);
     gate.resume(remembered);
@@ -206,7 +206,7 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
         `starting at the rate the last run found: ${from}`,
       );
     }
-    traceStart("remembered rates read");
+    startStep("remembered rates read");
     const lease = leaseFromEnv(o.env);
     if (located.manifest.pool && !args.coordinator) {
       await conn.close();
@@ -280,6 +280,7 @@ function runOptions(
     cwd,
     located,
     clients,
+    exitCodeOf,
     breakLock: args["break-lock"],
     ...(args["max-result-mb"] !== undefined
       ? { maxResultBytes: Math.floor(args["max-result-mb"] * 1024 * 1024) }
@@ -483,7 +484,7 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
   const notes = format === "pretty" ? formatProblems(warnings).map((line) => `warning: ${line}`) : [];
   // A report or a budget table explains the outcome; otherwise its message does (`clapper: ...`).
   const text = outcome.report || outcome.budget ? renderOutcome(outcome) : "";
-  const code = outcome.exitCode;
+  const code = exitCodeOf(outcome.end);
   const r = outcome.report;
   const message =
     outcome.message ??

@@ -9,6 +9,7 @@ import {
 } from "../../../services/index.js";
 import type { Listed } from "../../command.js";
 import { ExitError } from "../../errors.js";
+import { ExitCode } from "../../exit-code.js";
 import { date, table } from "../../output.js";
 import { ENDED, outcomeOf, SPEECH_STATUSES, VIDEO_STATUSES } from "./statuses.js";
 
@@ -57,10 +58,10 @@ export async function listTasks(
 ): Promise<Listed<TaskRow>> {
   if (o.status !== undefined && !VIDEO_STATUSES.has(o.status) && !SPEECH_STATUSES.has(o.status)) {
     const known = [...new Set([...VIDEO_STATUSES, ...SPEECH_STATUSES])].join(", ");
-    throw new ExitError(2, `--status must be one of ${known}, got ${JSON.stringify(o.status)}`);
+    throw new ExitError(ExitCode.Usage, `--status must be one of ${known}, got ${JSON.stringify(o.status)}`);
   }
   if (!(Number.isInteger(o.limit) && o.limit > 0)) {
-    throw new ExitError(2, `--limit must be a positive whole number, got ${o.limit}`);
+    throw new ExitError(ExitCode.Usage, `--limit must be a positive whole number, got ${o.limit}`);
   }
   const opts = o.signal ? { signal: o.signal } : {};
   const rows: TaskRow[] = [];
@@ -88,7 +89,7 @@ async function eitherKind<T>(
       if (!(error instanceof NotFoundError)) throw error;
     }
   }
-  throw new ExitError(1, `no video or speech task ${id}`);
+  throw new ExitError(ExitCode.Failed, `no video or speech task ${id}`);
 }
 
 export async function getTask(o: TasksOptions & { id: string; kind?: TaskKind }): Promise<TaskRow> {
