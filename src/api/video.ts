@@ -28,7 +28,7 @@ export type ResolutionTier = (typeof RESOLUTIONS)[number];
 
 export const CONTENT_TYPES = ["text", "image_url", "video_url", "audio_url"] as const;
 export type ContentType = (typeof CONTENT_TYPES)[number];
-export const CONTENT_ROLES = [
+const CONTENT_ROLES = [
   "first_frame",
   "last_frame",
   "reference_image",
