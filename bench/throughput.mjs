@@ -59,7 +59,8 @@
 // the bound: it is part of what a user waits for.
 //
 // Targets: ratio <= 2 in scenarios 1 and 2, <= 1.15 in scenario 3; <= 1.6 API requests per job in
-// every scenario; first create <= 300 ms after spawn in scenario 1. Exits 1 when one is missed
+// every scenario. The first create is printed without a target here: bench:startup judges it
+// against the floor (bench/reference/first-create.mjs). Exits 1 when one is missed
 // (or a run fails, or the proxy's count disagrees with the sandbox's stats).
 //
 // Settings: BENCH_TIME_SCALE (0.02), BENCH_REPEAT (1: each scenario N times, medians reported),
@@ -103,7 +104,7 @@ const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolea
 const SANDBOX_NODE_ARGS = (process.env.BENCH_SANDBOX_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
 
 const SCENARIOS = [
-  { id: 1, jobs: 100, rateLimit: null, maxRatio: 2, maxFirstCreateMs: 300 },
+  { id: 1, jobs: 100, rateLimit: null, maxRatio: 2 },
   { id: 2, jobs: 400, rateLimit: null, maxRatio: 2 },
   { id: 3, jobs: 100, rateLimit: 5, maxRatio: 1.15 },
 ];
