@@ -1,7 +1,7 @@
 // The thin CLI's entry: one invocation from its words to its exit code. The pieces each hold one
 // concern: the commands (registry.ts, each defined in commands/*/command.ts), the yargs setup and
 // usage text (parse.ts, usage.ts), the two-stage shutdown (shutdown.ts), what a command gets at run
-// time (session.ts), and the one answer every exit prints, text for people or exactly one JSON
+// time (wiring.ts), and the one answer every exit prints, text for people or exactly one JSON
 // object on stdout with --json (answers.ts). Every error is classified once (errors.ts).
 import type { Logger } from "pino";
 import { startStep } from "../trace.js";
@@ -11,8 +11,8 @@ import { defaultLogLevel, type LogFormat } from "./logger.js";
 import type { Outcome } from "./output.js";
 import { bugsUrl, packageInfo } from "./package-info.js";
 import { type Parsed, parse, wantsJson } from "./parse.js";
-import { openSession, type Session } from "./session.js";
 import { shutdownSignal } from "./shutdown.js";
+import { openWiring, type Wiring } from "./wiring.js";
 
 export { bugsUrl } from "./package-info.js";
 export { parseCommandLine } from "./parse.js";
@@ -33,7 +33,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
   const env = io.env ?? process.env;
   const out = new Answers(io, env, wantsJson(argv, env));
   const shutdown = shutdownSignal(io.earlySignal, (name) => out.forced(name));
-  let session: Session | undefined;
+  let wiring: Wiring | undefined;
   try {
     let parsed: Parsed;
     try {
@@ -47,7 +47,7 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
     out.json = args.json === true;
     const format: LogFormat = args["log-format"] ?? (process.stderr.isTTY ? "pretty" : "json");
     const level = defaultLogLevel({ asked: args["log-level"], command, format });
-    session = openSession({ env, io, signal: shutdown.signal, format, level, print: (t) => out.print(t) });
+    wiring = openWiring({ env, io, signal: shutdown.signal, format, level, print: (t) => out.print(t) });
     let outcome: Outcome;
     try {
       // Test-only (documented in docs/configuration.md): an internal fault, to check exit 70 end to end. `run`
@@ -55,16 +55,16 @@ export async function main(argv: string[], io: Partial<MainIo> = {}): Promise<nu
       if (env.CLAPPER_TEST_FAULT === "internal" && command !== "run") {
         throw new Error("injected internal fault (CLAPPER_TEST_FAULT=internal)");
       }
-      outcome = await work(session.rt);
+      outcome = await work(wiring.rt);
     } catch (error) {
-      const baseUrl = session.baseUrl();
+      const baseUrl = wiring.baseUrl();
       const c = classify(error, { bugs: bugsUrl(packageInfo()), ...(baseUrl ? { baseUrl } : {}) });
       if (c.stack && (level === "debug" || level === "trace")) out.stderr(c.stack);
       return out.failure(c);
     }
     return out.outcome(outcome);
   } finally {
-    session?.flush();
+    wiring?.flush();
     shutdown.dispose();
   }
 }

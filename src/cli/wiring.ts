@@ -5,7 +5,7 @@ import type { GlobalArgs, Runtime } from "./command.js";
 import type { ConnectExtras } from "./config.js";
 import { createCliLogger, type LogFormat, type LogLevel } from "./logger.js";
 
-export interface Session {
+export interface Wiring {
   rt: Runtime;
   /** The services' address, for the message of a failure: known once a command connects. */
   baseUrl(): string | undefined;
@@ -14,14 +14,14 @@ export interface Session {
 }
 
 /** The runtime of the chosen command: its loggers, and its one way to the services. */
-export function openSession(o: {
+export function openWiring(o: {
   env: NodeJS.ProcessEnv;
   io: { logger?: Logger | undefined };
   signal: AbortSignal;
   format: LogFormat;
   level: LogLevel;
   print: (text: string) => void;
-}): Session {
+}): Wiring {
   const { env, io, format, level } = o;
   const loggers: Logger[] = [];
   let made: Logger | undefined;
