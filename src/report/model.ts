@@ -66,6 +66,20 @@ export interface ReportJob {
    * downloads it again through its task, at no cost (with or without `--retry-failed`).
    */
   paid_not_stored?: true;
+  /**
+   * Earlier outputs of the job kept when it was generated again (`shots/s02.v1.mp4`, oldest first):
+   * a producer can still see and pick them.
+   */
+  versions?: ReportVersion[];
+}
+
+/** An earlier output of a job, kept beside the current one. */
+export interface ReportVersion {
+  uri: string;
+  sha256: string;
+  /** When it was replaced by a newer output (ISO 8601). */
+  at: string;
+  bytes?: number;
 }
 
 export interface Report {
