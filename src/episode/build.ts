@@ -1,9 +1,10 @@
 // The episode built from its local inputs by ffmpeg, in a temporary file, and checked: one video and
 // one audio stream, as long as its shots. The use case (./assemble.ts) chooses the inputs, fetches
 // them and puts the checked episode in place.
-import { mp4FileSeconds } from "../api/mp4.js";
+
 import type { Timing } from "../manifest/index.js";
-import { mediaSeconds } from "../results/media.js";
+import { mediaSeconds } from "../media/kinds.js";
+import { mp4FileSeconds } from "../media/mp4.js";
 import {
   cutPoints,
   type EpisodePlan,

@@ -3,7 +3,6 @@
 // a shot waits for have ended. A fitted shot is the request an explicit duration would make, so its
 // fingerprint decides reuse as any shot's does.
 import type { Logger } from "pino";
-import { wavSeconds } from "../api/wav.js";
 import {
   fitShot,
   type Job,
@@ -13,6 +12,7 @@ import {
   unfitted,
   type VideoJob,
 } from "../manifest/index.js";
+import { wavSeconds } from "../media/wav.js";
 import type { Sink } from "../sinks/sink.js";
 import type { RunState } from "../state/run-state.js";
 

@@ -6,9 +6,9 @@ import { type Readable, Transform } from "node:stream";
 import { ConnectionError } from "../api/errors.js";
 import type { Download, HttpClient } from "../api/http.js";
 import { linkedSignal } from "../api/signal.js";
+import { ResultTooLargeError } from "../media/errors.js";
 import { serviceFor } from "../services/index.js";
 import type { Sink, Written } from "../sinks/sink.js";
-import { ResultTooLargeError } from "./errors.js";
 import { asBuffer, type MediaChecker, mediaChecker } from "./stream-check.js";
 
 export interface ResultSpec {

@@ -2,7 +2,7 @@
  * A generous per-result byte limit: far above any real result of that length and resolution, low
  * enough that an endless or padded body is stopped long before it fills a disk.
  */
-import type { MediaKind } from "./media.js";
+import type { MediaKind } from "../media/kinds.js";
 
 const MIB = 1024 * 1024;
 

@@ -32,8 +32,8 @@
 import { createReadStream } from "node:fs";
 import { Transform, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { MediaCheckError, n, tooLarge } from "./errors.js";
-import { MEDIA, type MediaKind } from "./media.js";
+import { MediaCheckError, n, tooLarge } from "../media/errors.js";
+import { MEDIA, type MediaKind } from "../media/kinds.js";
 
 export interface MediaCheckOptions {
   kind: MediaKind;

@@ -8,8 +8,8 @@ import {
   ServiceError,
   ValidationError,
 } from "../api/index.js";
+import { MediaCheckError, ResultTooLargeError } from "../media/errors.js";
 import { DownloadFailedError, ResultTransferError } from "../results/collect.js";
-import { MediaCheckError, ResultTooLargeError } from "../results/errors.js";
 import { OutputError } from "../sinks/sink.js";
 
 export function errorInfo(error: unknown): { code: string; message: string } {

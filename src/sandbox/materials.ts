@@ -6,9 +6,9 @@ import { imageSize } from "image-size";
 import { parseBuffer } from "music-metadata";
 import { request } from "undici";
 import type { Issue } from "../api/common.js";
-import { mp4Seconds } from "../api/mp4.js";
 import { checkPublicUrl, classifyHostLiteral, isDataUrl, parseDataUrl } from "../api/urls.js";
 import { MATERIAL_BYTES, type MediaType } from "../api/video.js";
+import { mp4Seconds } from "../media/mp4.js";
 
 export type MaterialKind = MediaType;
 

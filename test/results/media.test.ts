@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MEDIA, mediaSeconds } from "../../src/results/media.js";
+import { MEDIA, mediaSeconds } from "../../src/media/kinds.js";
 import { makeMp4, makeWav } from "../../src/sandbox/media.js";
 
 let dir: string;

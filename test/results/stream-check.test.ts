@@ -9,9 +9,9 @@ import { pipeline } from "node:stream/promises";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
-import { mp4Seconds } from "../../src/api/mp4.js";
-import { wavSeconds } from "../../src/api/wav.js";
-import { MediaCheckError, ResultTooLargeError } from "../../src/results/errors.js";
+import { MediaCheckError, ResultTooLargeError } from "../../src/media/errors.js";
+import { mp4Seconds } from "../../src/media/mp4.js";
+import { wavSeconds } from "../../src/media/wav.js";
 import { resultLimit } from "../../src/results/size-policy.js";
 import {
   type MediaCheckOptions,

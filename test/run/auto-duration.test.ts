@@ -7,8 +7,8 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseDocument } from "yaml";
-import { wavSeconds } from "../../src/api/wav.js";
 import { fitSeconds, loadManifest } from "../../src/manifest/index.js";
+import { wavSeconds } from "../../src/media/wav.js";
 import { mediaCheckFile } from "../../src/results/stream-check.js";
 import { cli, created, job, runIn, setup } from "./helpers.js";
 

@@ -10,8 +10,8 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { wavSeconds } from "../../src/api/wav.js";
 import { fitSeconds } from "../../src/manifest/index.js";
+import { wavSeconds } from "../../src/media/wav.js";
 import { mediaCheckFile } from "../../src/results/stream-check.js";
 import {
   cli,

@@ -1,7 +1,6 @@
 // What each kind of result is, as data: its container, how it is scanned and how a stored one is
 // measured. The checks read this table instead of asking which kind they hold.
-import { mp4FileSeconds } from "../api/mp4.js";
-import { Mp4Scanner } from "./mp4.js";
+import { Mp4Scanner, mp4FileSeconds } from "./mp4.js";
 import type { Scanner } from "./scanner.js";
 import { WavScanner } from "./wav.js";
 
