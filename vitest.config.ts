@@ -7,6 +7,7 @@ import { defineConfig } from "vitest/config";
 const TIMED = [
   "test/run/coordinator.test.ts",
   "test/run/crash.test.ts",
+  "test/run/busy-kill.test.ts",
   "test/run/killloop.test.ts",
   "test/run/auto-kill.test.ts",
   "test/run/retry-after.test.ts",
