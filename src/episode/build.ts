@@ -41,6 +41,8 @@ interface PlacedLine extends Omit<Stored, "key"> {
   duration_seconds: number;
   /** Where it starts in the episode. */
   start_seconds: number;
+  /** Where it is last heard: its end, or its shot's when cut there (its start when never heard). */
+  end_seconds: number;
   /** It ran past its shot's end and was cut there. */
   cut?: true;
 }
@@ -179,6 +181,7 @@ export async function buildEpisode(o: BuildOptions): Promise<Built> {
         sha256: l.sha256,
         duration_seconds: round3(l.seconds),
         start_seconds: round3(cut.startSeconds + start),
+        end_seconds: round3(cut.startSeconds + Math.max(start, Math.min(at / SAMPLE_RATE, shotSeconds))),
         ...(over > 0 ? { cut: true as const } : {}),
       };
     });
