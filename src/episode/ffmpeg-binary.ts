@@ -10,7 +10,7 @@ import { delimiter, join, resolve } from "node:path";
 import { parseVersion, versionArgs } from "./ffmpeg.js";
 import { FfmpegError, ffmpegBinary, runFfmpeg } from "./ffmpeg-run.js";
 
-export type FfmpegSource = "flag" | "env" | "path" | "packaged";
+type FfmpegSource = "flag" | "env" | "path" | "packaged";
 
 export interface FoundFfmpeg {
   path: string;

@@ -6,7 +6,7 @@ import { didYouMean } from "../manifest/problems.js";
 import { picksPath, readPicks } from "../review/picks.js";
 import { isShot } from "./parts.js";
 
-export type TakeSource = "pick" | "manifest" | "default";
+type TakeSource = "pick" | "manifest" | "default";
 
 export interface TakeUsed {
   shot: string;

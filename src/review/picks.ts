@@ -33,7 +33,7 @@ const MAX_TAKE = 1000;
  * Judges one pick against what the picks are for (a manifest's shots and their takes): a reason it
  * cannot be, or undefined. The reason is told with the pick's own line and field.
  */
-export type PickCheck = (shot: string, take: number) => string | undefined;
+type PickCheck = (shot: string, take: number) => string | undefined;
 
 /** The picks in a picks file: shot id -> take (from 1). No file: no picks. */
 export async function readPicks(file: string, check?: PickCheck): Promise<Record<string, number>> {
