@@ -96,12 +96,16 @@ function exitOf(error: unknown, cwd: string): unknown {
 
 export function renderAssemble(a: AssembleAnswer): string {
   const e = a.episode;
+  const chosen = a.takes.filter((t) => t.source !== "default");
   const head = a.status === "up-to-date" ? `episode up to date: ${e.uri}` : `episode assembled: ${e.uri}`;
   const lines = [
     head,
     `  ${a.shots.length} shot${a.shots.length === 1 ? "" : "s"}, ${a.shots.reduce((n, s) => n + s.lines.length, 0)} lines, ${e.duration_seconds} s, ${e.width}x${e.height} at ${e.fps} fps, ${e.bytes} bytes, sha256 ${e.sha256}`,
     `  captions: ${a.captions.srt.uri}, ${a.captions.vtt.uri} (${a.captions.cues} cues)`,
-    `  takes: ${a.takes.map((t) => `${t.shot} take ${t.take} (${t.source})`).join(", ")}`,
+    // Take 1 by default goes without saying: only the chosen ones are listed.
+    ...(chosen.length > 0
+      ? [`  takes: ${chosen.map((t) => `${t.shot} take ${t.take} (${t.source})`).join(", ")}`]
+      : []),
     `  ffmpeg ${a.ffmpeg.version} (${a.ffmpeg.source}: ${a.ffmpeg.path})`,
     `  record: ${a.record}`,
     ...a.warnings.map((w) => `  warning: ${w}`),
