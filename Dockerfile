@@ -35,7 +35,7 @@ FROM node:24-bookworm-slim
 # its handlers (node as PID 1 would ignore it, and docker stop would wait 10 s and kill); it also reaps
 # zombies. -s keeps tini quiet when `docker run --init` puts another init in front of it.
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends tini \
+  && apt-get install -y --no-install-recommends tini ffmpeg \
   && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production
 WORKDIR /app

@@ -50,7 +50,7 @@ export function optionAdder(ctx: OptionContext): AddOption {
   return <T>(y: Argv<T>, name: string, spec: OptionSpec): Argv<T> => {
     ctx.flags.add(name);
     const variable = spec.env ?? envName(name);
-    const raw = ctx.env[variable];
+    const raw = spec.noEnv ? undefined : ctx.env[variable];
     const fromEnv =
       raw !== undefined && raw.trim() !== "" && !onCommandLine(ctx.argv, name) ? raw : undefined;
     // Messages name what the user typed: the flag, or the variable that stood in for it.

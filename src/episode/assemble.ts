@@ -2,14 +2,15 @@
 // episode.mp4, or a file named), checked, and recorded with its inputs in reports/assemble.json.
 // Nothing changed since the last episode: nothing is done. Failures are EpisodeErrors (or file
 // system errors, which the caller words); `clapper assemble` maps them to exit codes.
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, mkdtemp, readdir, rename, rm, stat, unlink } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { acquireLock, LockHeldError } from "../locks/file-lock.js";
 import { processAlive } from "../locks/process-alive.js";
+import { PicksError, picksPath } from "../review/picks.js";
 import { LocalSink } from "../sinks/local.js";
 import type { S3ClientOptions } from "../sinks/s3.js";
 import { OutputError, type Sink } from "../sinks/sink.js";
@@ -17,9 +18,10 @@ import type { LocatedRun } from "../state/locate.js";
 import { isS3State } from "../state/location.js";
 import type { RunState } from "../state/run-state.js";
 import { AssembleError, type Built, buildEpisode } from "./build.js";
+import { CAPTIONS_FORMAT, cuesOf, formatSrt, formatVtt } from "./captions.js";
 import { EpisodeError, EpisodeFileError } from "./errors.js";
-import { parseVersion, versionArgs } from "./ffmpeg.js";
-import { FfmpegError, ffmpegBinary, runFfmpeg } from "./ffmpeg-run.js";
+import { findFfmpeg } from "./ffmpeg-binary.js";
+import { FfmpegError } from "./ffmpeg-run.js";
 import { fitFromState } from "./fitting.js";
 import {
   type Chosen,
@@ -30,8 +32,10 @@ import {
   type Stored,
 } from "./inputs.js";
 import { localInputs } from "./local-inputs.js";
-import { isShot } from "./parts.js";
+import { isLine, isShot } from "./parts.js";
 import {
+  CAPTION_KEYS,
+  type CaptionFile,
   EPISODE_KEY,
   type EpisodeRecord,
   episodeIntact,
@@ -40,6 +44,7 @@ import {
   readRecord,
 } from "./record.js";
 import { type AssembleSettings, DEFAULT_ASSEMBLE } from "./settings.js";
+import { readShotPicks, takesUsed } from "./takes.js";
 
 /** A music bed is minutes of compressed audio; a larger file is a mistake, not a bed. */
 const MUSIC_MAX_BYTES = 512 * 1024 * 1024;
@@ -59,6 +64,10 @@ interface AssembleOptions {
   force?: boolean;
   /** Seconds ffmpeg may take for the episode. */
   timeoutSeconds?: number | undefined;
+  /** `--ffmpeg`: the ffmpeg to run (before CLAPPER_FFMPEG, PATH and the packaged one). */
+  ffmpeg?: string | undefined;
+  /** Where CLAPPER_FFMPEG and PATH are read (default: process.env). */
+  env?: NodeJS.ProcessEnv | undefined;
   signal?: AbortSignal;
   logger?: Logger;
 }
@@ -79,6 +88,7 @@ export async function assembleEpisode(o: AssembleOptions): Promise<AssembleAnswe
   };
   if (!located.loaded.jobs.some(isShot))
     throw new EpisodeError("refused", `${manifest.display} has no shots: there is no episode to assemble`);
+  const picks = await readPicksOf(located);
   const state0 = await readStates();
   // Nothing recorded: no run was ever made from this state.
   if (state0.run === undefined && Object.keys(state0.jobs).length === 0) {
@@ -92,11 +102,21 @@ export async function assembleEpisode(o: AssembleOptions): Promise<AssembleAnswe
   const locks = await lockRun(o.places);
   try {
     // Read again under the lock: what a run finished meanwhile counts.
-    return await assembleLocked(o, await readStates(), started);
+    return await assembleLocked(o, await readStates(), picks, started);
   } catch (error) {
     throw failureOf(error, o.signal);
   } finally {
     for (const held of locks.reverse()) await held.release();
+  }
+}
+
+/** picks.yaml beside the manifest, checked against its shots (a PicksError names line and field). */
+async function readPicksOf(located: LocatedRun): Promise<Record<string, number>> {
+  try {
+    return await readShotPicks(located.manifest.path, located.loaded.jobs);
+  } catch (error) {
+    if (error instanceof PicksError) throw error;
+    throw new EpisodeFileError(error, "read the picks in", picksPath(located.manifest.path));
   }
 }
 
@@ -117,13 +137,24 @@ async function lockRun(places: readonly LocatedRun[]): Promise<Held[]> {
   return locks;
 }
 
-async function assembleLocked(o: AssembleOptions, state: RunState, started: number): Promise<AssembleAnswer> {
+async function assembleLocked(
+  o: AssembleOptions,
+  state: RunState,
+  picks: Readonly<Record<string, number>>,
+  started: number,
+): Promise<AssembleAnswer> {
   const { manifest } = o.places[0] as LocatedRun;
   const settings: AssembleSettings = manifest.assemble ?? DEFAULT_ASSEMBLE;
   // Shots timed to their narration, as the run fitted them (their fingerprints follow the fit).
   const jobs = [...(o.places[0] as LocatedRun).loaded.jobs];
   await fitFromState(jobs, state);
-  const chosen = chooseInputs(jobs, state, settings);
+  const takes = takesUsed(jobs, settings.takes, picks);
+  const chosen = chooseInputs(jobs, state, {
+    ...settings,
+    takes: Object.fromEntries(takes.map((t) => [t.shot, t.take])),
+  });
+  // The captions' words are the lines' spoken text (their audio's sha256 follows it too).
+  const texts = new Map(jobs.flatMap((j) => (isLine(j) ? [[j.id, j.request.text] as const] : [])));
   if (chosen.refusals.length > 0) throw refusedInputs(chosen, state, manifest);
   const runSink = await sinkOf(baseOf(chosen.shots[0] as ChosenShot), o.s3);
   const target = o.output ? resolve(o.cwd, o.output) : runSink.uri(EPISODE_KEY);
@@ -132,8 +163,9 @@ async function assembleLocked(o: AssembleOptions, state: RunState, started: numb
       "refused",
       "--output: a local file path is expected; an S3 run's episode goes beside its shots",
     );
-  const binary = ffmpegBinary();
-  const version = await ffmpegVersion(binary, o.signal);
+  const ffmpeg = await findFfmpeg({ flag: o.ffmpeg, env: o.env, cwd: o.cwd, signal: o.signal });
+  const binary = ffmpeg.path;
+  const version = ffmpeg.version;
   const music = settings.music ? await hashMusic(settings.music.path, o.signal) : undefined;
   const fingerprint = inputsFingerprint({
     shots: chosen.shots,
@@ -142,6 +174,7 @@ async function assembleLocked(o: AssembleOptions, state: RunState, started: numb
     music,
     ffmpegVersion: version,
     target,
+    captions: { format: CAPTIONS_FORMAT, texts },
   });
 
   const recorded = await readRecord(runSink);
@@ -150,11 +183,19 @@ async function assembleLocked(o: AssembleOptions, state: RunState, started: numb
       // A run since may have written its report again: the episode goes back in (if it is not there).
       await noteInReport(runSink, recorded, runSink.uri(RECORD_KEY), o.logger);
       o.logger?.info({ event: "episode-up-to-date", uri: target }, "episode up to date");
-      return { ...recorded, status: "up-to-date", record: runSink.uri(RECORD_KEY) };
+      // The ffmpeg chosen now: of the same version (the fingerprint says so), maybe from elsewhere.
+      return { ...recorded, ffmpeg, status: "up-to-date", record: runSink.uri(RECORD_KEY) };
     }
   }
 
-  const built = await buildInPlace(o, { chosen, settings, runSink, target, binary });
+  const { built, captions } = await buildInPlace(o, {
+    chosen,
+    settings,
+    runSink,
+    target,
+    binary,
+    textOf: (job) => texts.get(job),
+  });
   const record: EpisodeRecord = {
     episode: {
       uri: target,
@@ -166,12 +207,14 @@ async function assembleLocked(o: AssembleOptions, state: RunState, started: numb
       fps: built.fps,
       streams: built.streams,
     },
+    captions,
+    takes,
     fingerprint,
     name: manifest.name,
     manifest: manifest.display,
     run_id: state.run?.id ?? null,
     assembled_at: new Date().toISOString(),
-    ffmpeg: { version },
+    ffmpeg,
     settings: {
       timing: { lead: manifest.timing.lead, gap: manifest.timing.gap },
       transition: settings.transition,
@@ -229,24 +272,34 @@ function refusedInputs(chosen: Chosen, state: RunState, manifest: LocatedRun["ma
   );
 }
 
-async function ffmpegVersion(binary: string, signal: AbortSignal | undefined): Promise<string> {
-  const { stdout } = await runFfmpeg(versionArgs(), {
-    binary,
-    timeoutMs: 30_000,
-    signal,
-    maxStdout: 64 * 1024,
-  });
-  return parseVersion(stdout.toString("utf8")) ?? "unknown";
+type CaptionTexts = Record<keyof typeof CAPTION_KEYS, string>;
+
+/** A local episode's captions: `episode.srt` and `episode.vtt` beside `episode.mp4` (or FILE.srt beside FILE). */
+function captionPath(target: string, ext: keyof typeof CAPTION_KEYS): string {
+  return /\.mp4$/i.test(target) ? `${target.slice(0, -4)}.${ext}` : `${target}.${ext}`;
+}
+
+function captionFile(uri: string, text: string): CaptionFile {
+  const bytes = Buffer.from(text, "utf8");
+  return { uri, bytes: bytes.length, sha256: createHash("sha256").update(bytes).digest("hex") };
 }
 
 /**
- * The episode built from local copies of its inputs in a temporary folder, and put in place: a
- * local one renamed over the target from beside it, one in S3 uploaded beside the run's shots.
+ * The episode built from local copies of its inputs in a temporary folder, and put in place with
+ * its captions: a local one renamed over the target from beside it, one in S3 uploaded beside the
+ * run's shots.
  */
 async function buildInPlace(
   o: AssembleOptions,
-  b: { chosen: Chosen; settings: AssembleSettings; runSink: Sink; target: string; binary: string },
-): Promise<Built> {
+  b: {
+    chosen: Chosen;
+    settings: AssembleSettings;
+    runSink: Sink;
+    target: string;
+    binary: string;
+    textOf: (job: string) => string | undefined;
+  },
+): Promise<{ built: Built; captions: EpisodeRecord["captions"] }> {
   const { manifest } = o.places[0] as LocatedRun;
   const { settings, runSink, target } = b;
   const work = await mkdtemp(join(tmpdir(), "clapper-assemble-"));
@@ -254,7 +307,11 @@ async function buildInPlace(
     const shots = await localInputs(b.chosen.shots, work, o);
     const local = !/^s3:\/\//i.test(target);
     const temp = local ? tempBeside(target) : join(work, "episode.mp4");
-    if (local) await prepareFolder(dirname(target), basename(target));
+    if (local) {
+      await prepareFolder(dirname(target), basename(target));
+      for (const ext of CAPTION_EXTS)
+        await prepareFolder(dirname(target), basename(captionPath(target, ext)));
+    }
     o.logger?.info({ event: "assemble-started", shots: shots.length, target }, "assembling the episode");
     try {
       const built = await buildEpisode({
@@ -267,21 +324,65 @@ async function buildInPlace(
         timeoutMs: o.timeoutSeconds !== undefined ? o.timeoutSeconds * 1000 : undefined,
         signal: o.signal,
       });
-      // Only a checked episode takes the name: a kill before this leaves the old one (or none).
-      if (local) await rename(temp, target);
-      else
-        await runSink.write(EPISODE_KEY, createReadStream(temp), {
-          expectedBytes: built.bytes,
-          contentType: "video/mp4",
-          ...(o.signal ? { signal: o.signal } : {}),
-        });
-      return built;
+      // The cues come from the placement the filter graph was built from, not from another reckoning.
+      const cues = cuesOf(built.shots, b.textOf);
+      const texts: CaptionTexts = { srt: formatSrt(cues), vtt: formatVtt(cues) };
+      const uriOf = (ext: keyof typeof CAPTION_KEYS) =>
+        local ? captionPath(target, ext) : runSink.uri(CAPTION_KEYS[ext]);
+      const captions = {
+        cues: cues.length,
+        srt: captionFile(uriOf("srt"), texts.srt),
+        vtt: captionFile(uriOf("vtt"), texts.vtt),
+      };
+      if (local) await putLocal(temp, target, texts);
+      else await putInSink(o, runSink, temp, built.bytes, texts);
+      return { built, captions };
     } finally {
       if (local) await unlink(temp).catch(() => undefined);
     }
   } finally {
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
+}
+
+const CAPTION_EXTS = Object.keys(CAPTION_KEYS) as Array<keyof typeof CAPTION_KEYS>;
+const CAPTION_TYPES: Record<keyof typeof CAPTION_KEYS, string> = {
+  srt: "application/x-subrip",
+  vtt: "text/vtt",
+};
+
+/**
+ * The checked episode and its captions take their names: each is whole under a temporary name
+ * first, so a kill before leaves the old files (or none), never half of one.
+ */
+async function putLocal(temp: string, target: string, texts: CaptionTexts): Promise<void> {
+  const files = CAPTION_EXTS.map((ext) => {
+    const path = captionPath(target, ext);
+    return { path, temp: tempBeside(path), text: texts[ext] };
+  });
+  try {
+    for (const f of files) await writeFile(f.temp, f.text, "utf8");
+    await rename(temp, target);
+    for (const f of files) await rename(f.temp, f.path);
+  } finally {
+    for (const f of files) await unlink(f.temp).catch(() => undefined);
+  }
+}
+
+/** An S3 run's episode and captions, each one object written whole. */
+async function putInSink(
+  o: AssembleOptions,
+  sink: Sink,
+  temp: string,
+  bytes: number,
+  texts: CaptionTexts,
+): Promise<void> {
+  await sink.write(EPISODE_KEY, createReadStream(temp), {
+    expectedBytes: bytes,
+    contentType: "video/mp4",
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
+  for (const ext of CAPTION_EXTS) await sink.writeText(CAPTION_KEYS[ext], texts[ext], CAPTION_TYPES[ext]);
 }
 
 /** Every failure in the episode's terms, with what to do; a file system error is left to the caller. */

@@ -42,6 +42,8 @@ interface PlacedLine extends Omit<Stored, "key"> {
   duration_seconds: number;
   /** Where it starts in the episode. */
   start_seconds: number;
+  /** Where it is last heard: its end, or its shot's when cut there (its start when never heard). */
+  end_seconds: number;
   /** It ran past its shot's end and was cut there. */
   cut?: true;
 }
@@ -158,31 +160,7 @@ export async function buildEpisode(o: BuildOptions): Promise<Built> {
   const gapSamples = Math.round(o.timing.gap * SAMPLE_RATE);
   const placed: PlacedShot[] = facts.map((f, i) => {
     const cut = cuts[i] as (typeof cuts)[number];
-    const shotSeconds = cut.samples / SAMPLE_RATE;
-    let at = leadSamples;
-    const lines: PlacedLine[] = f.lines.map((l, k) => {
-      if (k > 0) at += gapSamples;
-      const start = at / SAMPLE_RATE;
-      at += Math.round(l.seconds * SAMPLE_RATE);
-      const over = at / SAMPLE_RATE - shotSeconds;
-      if (over > 0)
-        warnings.push(
-          start >= shotSeconds
-            ? `line ${l.id} would start after shot ${f.shot.id} ends (${round3(shotSeconds)} s): not heard`
-            : `line ${l.id} runs ${round3(over)} s past the end of shot ${f.shot.id}: cut there`,
-        );
-      return {
-        id: l.id,
-        job: l.job,
-        fingerprint: l.fingerprint,
-        uri: l.uri,
-        bytes: l.bytes,
-        sha256: l.sha256,
-        duration_seconds: round3(l.seconds),
-        start_seconds: round3(cut.startSeconds + start),
-        ...(over > 0 ? { cut: true as const } : {}),
-      };
-    });
+    const lines = placeLines(f.lines, f.shot.id, cut, { leadSamples, gapSamples }, warnings);
     if (f.video.width !== size.width || f.video.height !== size.height) {
       warnings.push(
         `shot ${f.shot.id} is ${f.video.width}x${f.video.height}: scaled to fit ${size.width}x${size.height}, padded with black`,
@@ -240,6 +218,45 @@ export async function buildEpisode(o: BuildOptions): Promise<Built> {
     warnings,
     ffmpeg_seconds: round3(ffmpegSeconds),
   };
+}
+
+/**
+ * A shot's lines where the filter graph puts them: the first `lead` into the shot, each next `gap`
+ * after the previous ends, counted in samples as episodeArgs counts them; cut at the shot's end.
+ */
+function placeLines(
+  lines: ReadonlyArray<Stored & { seconds: number }>,
+  shotId: string,
+  cut: { samples: number; startSeconds: number },
+  spacing: { leadSamples: number; gapSamples: number },
+  warnings: string[],
+): PlacedLine[] {
+  const shotSeconds = cut.samples / SAMPLE_RATE;
+  let at = spacing.leadSamples;
+  return lines.map((l, k) => {
+    if (k > 0) at += spacing.gapSamples;
+    const start = at / SAMPLE_RATE;
+    at += Math.round(l.seconds * SAMPLE_RATE);
+    const over = at / SAMPLE_RATE - shotSeconds;
+    if (over > 0)
+      warnings.push(
+        start >= shotSeconds
+          ? `line ${l.id} would start after shot ${shotId} ends (${round3(shotSeconds)} s): not heard`
+          : `line ${l.id} runs ${round3(over)} s past the end of shot ${shotId}: cut there`,
+      );
+    return {
+      id: l.id,
+      job: l.job,
+      fingerprint: l.fingerprint,
+      uri: l.uri,
+      bytes: l.bytes,
+      sha256: l.sha256,
+      duration_seconds: round3(l.seconds),
+      start_seconds: round3(cut.startSeconds + start),
+      end_seconds: round3(cut.startSeconds + Math.max(start, Math.min(at / SAMPLE_RATE, shotSeconds))),
+      ...(over > 0 ? { cut: true as const } : {}),
+    };
+  });
 }
 
 /** The music fades out over the episode's last seconds (at most half of it). */

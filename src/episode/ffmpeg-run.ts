@@ -1,7 +1,6 @@
-// Runs the ffmpeg shipped inside the npm package @ffmpeg-installer/ffmpeg (a system ffmpeg is never
-// used: its version and codecs would vary by machine, and the episode's fingerprint names the
-// version). One process per call, with a timeout, an AbortSignal, and the last lines of stderr kept
-// for the message of a failure.
+// Runs ffmpeg: one process per call, with a timeout, an AbortSignal, and the last lines of stderr
+// kept for the message of a failure. Which binary is chosen is ffmpeg-binary.ts's part (a flag, a
+// variable, PATH, or the one packaged in @ffmpeg-installer/ffmpeg, found here by ffmpegBinary).
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 

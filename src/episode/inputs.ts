@@ -114,17 +114,22 @@ export function inputsFingerprint(o: {
   music?: { sha256: string } | undefined;
   ffmpegVersion: string;
   target: string;
+  /** The captions' format, and each line job's text (what its cue says). */
+  captions: { format: number; texts: ReadonlyMap<string, string> };
 }): string {
   const s = o.settings;
   return createHash("sha256")
     .update(
       stableStringify({
-        v: 1,
+        v: 2,
+        // The take picked is in the job (`shot/s02/take-2`) and its bytes; named too, for the reader.
         shots: o.shots.map((shot) => ({
           job: shot.job,
+          take: shot.take,
           sha256: shot.sha256,
-          lines: shot.lines.map((l) => ({ job: l.job, sha256: l.sha256 })),
+          lines: shot.lines.map((l) => ({ job: l.job, sha256: l.sha256, text: o.captions.texts.get(l.job) })),
         })),
+        captions: o.captions.format,
         // The tail sets no place in the episode (a shot's length does).
         timing: { lead: o.timing.lead, gap: o.timing.gap },
         transition: s.transition,

@@ -4,14 +4,24 @@
 import type { Logger } from "pino";
 import type { Sink } from "../sinks/sink.js";
 import type { Built } from "./build.js";
+import type { FoundFfmpeg } from "./ffmpeg-binary.js";
 import { hashFile } from "./inputs.js";
+import type { TakeUsed } from "./takes.js";
 
 export const RECORD_KEY = "reports/assemble.json";
 export const EPISODE_KEY = "episode.mp4";
+/** The captions, beside the episode in the run's output. */
+export const CAPTION_KEYS = { srt: "episode.srt", vtt: "episode.vtt" } as const;
 /** The record is ours, but read as untrusted input (another machine may have written it). */
 const RECORD_MAX_BYTES = 4 * 1024 * 1024;
 /** The run's report.json can be large (a row per job); one this big is no report of ours. */
 const REPORT_MAX_BYTES = 64 * 1024 * 1024;
+
+export interface CaptionFile {
+  uri: string;
+  bytes: number;
+  sha256: string;
+}
 
 export interface EpisodeRecord {
   episode: {
@@ -24,13 +34,18 @@ export interface EpisodeRecord {
     fps: string;
     streams: { video: number; audio: number };
   };
+  /** One cue per line heard in the episode, as SubRip and as WebVTT. */
+  captions: { cues: number; srt: CaptionFile; vtt: CaptionFile };
+  /** The take of every shot and where it was chosen (picks.yaml, the manifest's assemble.takes, or 1). */
+  takes: TakeUsed[];
   /** sha256 of every input's sha256, the timing, the assemble block, the music and ffmpeg's version. */
   fingerprint: string;
   name: string;
   manifest: string;
   run_id: string | null;
   assembled_at: string;
-  ffmpeg: { version: string };
+  /** The ffmpeg that made it: its path, where it was chosen from, its version. */
+  ffmpeg: FoundFfmpeg;
   settings: {
     timing: { lead: number; gap: number };
     transition: string;
@@ -63,17 +78,33 @@ export async function readRecord(sink: Sink): Promise<EpisodeRecord | undefined>
   }
 }
 
-/** The episode in place is the one recorded: same bytes (and, on disk, the same sha256). */
+/**
+ * The episode in place is the one recorded, and so are its captions: same bytes (and, on disk, the
+ * same sha256). A record from before captions has none, so its episode is made again.
+ */
 export async function episodeIntact(
   r: EpisodeRecord,
   sink: Sink,
   target: string,
   signal?: AbortSignal,
 ): Promise<boolean> {
-  if (/^s3:\/\//i.test(target)) return (await sink.stat(EPISODE_KEY))?.bytes === r.episode.bytes;
+  const captions = r.captions ? [r.captions.srt, r.captions.vtt] : undefined;
+  if (!captions?.every((c) => typeof c?.uri === "string")) return false;
+  if (/^s3:\/\//i.test(target)) {
+    if ((await sink.stat(EPISODE_KEY))?.bytes !== r.episode.bytes) return false;
+    for (const [key, c] of [
+      [CAPTION_KEYS.srt, r.captions.srt],
+      [CAPTION_KEYS.vtt, r.captions.vtt],
+    ] as const)
+      if ((await sink.stat(key))?.bytes !== c.bytes) return false;
+    return true;
+  }
   try {
-    const h = await hashFile(target, signal);
-    return h.bytes === r.episode.bytes && h.sha256 === r.episode.sha256;
+    for (const f of [{ ...r.episode, uri: target }, ...captions]) {
+      const h = await hashFile(f.uri, signal);
+      if (h.bytes !== f.bytes || h.sha256 !== f.sha256) return false;
+    }
+    return true;
   } catch {
     return false;
   }

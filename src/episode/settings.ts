@@ -6,7 +6,7 @@ import { show } from "../api/common.js";
 import { checkRegularFile, FileError } from "../manifest/files.js";
 import type { Job } from "../manifest/job.js";
 import { didYouMean } from "../manifest/problems.js";
-import { isShot } from "./parts.js";
+import { takeCounts, takeProblem } from "./takes.js";
 
 type Transition = "none" | "fade";
 
@@ -130,18 +130,9 @@ export async function readAssemble(
 /** Each `assemble.takes` entry names a shot of the manifest and one of its takes. */
 export function checkTakes(settings: AssembleSettings | undefined, jobs: readonly Job[], fail: Fail): void {
   if (!settings) return;
-  const takes = new Map<string, number>();
-  for (const job of jobs) {
-    if (isShot(job)) takes.set(job.rowId, Math.max(takes.get(job.rowId) ?? 0, job.take ?? 1));
-  }
+  const counts = takeCounts(jobs);
   for (const [shot, take] of Object.entries(settings.takes)) {
-    const count = takes.get(shot);
-    if (count === undefined)
-      fail(`assemble.takes.${shot}`, `no shot ${JSON.stringify(shot)}${didYouMean(shot, [...takes.keys()])}`);
-    else if (take > count)
-      fail(
-        `assemble.takes.${shot}`,
-        `shot ${shot} has ${count} take${count === 1 ? "" : "s"}, so take ${take} does not exist`,
-      );
+    const problem = takeProblem(counts, shot, take);
+    if (problem !== undefined) fail(`assemble.takes.${shot}`, problem);
   }
 }

@@ -29,8 +29,14 @@ const MAX_PICKS_BYTES = 1024 * 1024;
 /** Takes are counted from 1, and a shot has at most this many (the manifest's own limit is lower). */
 const MAX_TAKE = 1000;
 
+/**
+ * Judges one pick against what the picks are for (a manifest's shots and their takes): a reason it
+ * cannot be, or undefined. The reason is told with the pick's own line and field.
+ */
+type PickCheck = (shot: string, take: number) => string | undefined;
+
 /** The picks in a picks file: shot id -> take (from 1). No file: no picks. */
-export async function readPicks(file: string): Promise<Record<string, number>> {
+export async function readPicks(file: string, check?: PickCheck): Promise<Record<string, number>> {
   let text: string;
   try {
     const handle = await open(file, "r");
@@ -45,11 +51,11 @@ export async function readPicks(file: string): Promise<Record<string, number>> {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return {};
     throw error;
   }
-  return parsePicks(text, file);
+  return parsePicks(text, file, check);
 }
 
 /** Parses picks.yaml's text; every problem names the file, line and field. */
-export function parsePicks(text: string, file: string): Record<string, number> {
+export function parsePicks(text: string, file: string, check?: PickCheck): Record<string, number> {
   const counter = new yaml.LineCounter();
   const doc = yaml.parseDocument(text, { lineCounter: counter, uniqueKeys: true });
   const lineOf = (node: unknown) => {
@@ -77,7 +83,7 @@ export function parsePicks(text: string, file: string): Record<string, number> {
     if (!yaml.isMap(shots)) {
       throw new PicksError(file, lineOf(shots), "shots", "expected a mapping of shot id: take number");
     }
-    readShots(shots, file, lineOf, picks);
+    readShots(shots, file, lineOf, picks, check);
   }
   return picks;
 }
@@ -88,6 +94,7 @@ function readShots(
   file: string,
   lineOf: (node: unknown) => number,
   picks: Record<string, number>,
+  check: PickCheck | undefined,
 ) {
   for (const entry of shots.items) {
     const shot = yaml.isScalar(entry.key) ? String(entry.key.value) : "";
@@ -101,6 +108,8 @@ function readShots(
         `expected a take number (1, 2, ...), got ${JSON.stringify(value ?? null)}`,
       );
     }
+    const wrong = check?.(shot, value);
+    if (wrong !== undefined) throw new PicksError(file, lineOf(entry.key), `shots.${shot}`, wrong);
     picks[shot] = value;
   }
 }

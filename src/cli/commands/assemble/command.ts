@@ -12,6 +12,7 @@ interface AssembleArgs {
   force: boolean;
   shards?: number;
   "ffmpeg-timeout"?: number;
+  ffmpeg?: string;
   "s3-endpoint"?: string;
   "s3-path-style"?: boolean;
 }
@@ -37,6 +38,13 @@ export const assemble = defineCommand<AssembleArgs>({
       parse: refusing(parseShards),
       describe: "a sharded run's number of shards: their states together hold every shot and line",
     });
+    b = option(b, "ffmpeg", {
+      type: "string",
+      // CLAPPER_FFMPEG is read where ffmpeg is chosen, so the answer can say which of the two named it.
+      noEnv: true,
+      describe:
+        "the ffmpeg to run (default: $CLAPPER_FFMPEG, then ffmpeg on PATH, then the one packaged with clapper)",
+    });
     return option(b, "ffmpeg-timeout", {
       type: "number",
       rule: { min: 0, above: true, unit: "seconds" },
@@ -54,6 +62,8 @@ export const assemble = defineCommand<AssembleArgs>({
       force: args.force,
       shards: args.shards,
       timeoutSeconds: args["ffmpeg-timeout"],
+      ffmpeg: args.ffmpeg,
+      env: rt.env,
       signal: rt.signal,
       logger: rt.logger(),
     });
