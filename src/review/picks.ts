@@ -115,7 +115,7 @@ function readShots(
 }
 
 /** The text of a picks file: shots in the order given. */
-export function formatPicks(picks: Readonly<Record<string, number>>): string {
+function formatPicks(picks: Readonly<Record<string, number>>): string {
   const header = "# The take picked for each shot (takes count from 1); `clapper assemble` uses them.\n";
   return header + yaml.stringify({ shots: { ...picks } });
 }
