@@ -78,9 +78,10 @@ describe("run --metrics-file", () => {
     const manifest = await dir.file("slow.yaml", smallManifest("slow", { slow: true }));
     const file = join(dir.path, "slow.prom");
     let done = false;
-    const running = clapper(["run", manifest, "--sandbox", "--metrics-file", file], {
+    // The file named by its variable, as a scheduler's environment would.
+    const running = clapper(["run", manifest, "--sandbox"], {
       cwd: dir.path,
-      env: { CLAPPER_METRICS_INTERVAL_MS: "200" },
+      env: { CLAPPER_METRICS_FILE: file, CLAPPER_METRICS_INTERVAL_MS: "200" },
     }).finally(() => {
       done = true;
     });

@@ -100,4 +100,20 @@ describe("run --pushgateway", () => {
       }
     },
   );
+
+  toolTest(
+    "a gateway address that is not an http(s) URL is refused before anything runs (exit 2)",
+    [],
+    async () => {
+      const manifest = await dir.file("refused.yaml", smallManifest("refused", { lines: false }));
+      const [flag, variable] = await Promise.all([
+        clapper(["run", manifest, "--sandbox", "--pushgateway", "ftp://gateway:9091"], { cwd: dir.path }),
+        clapper(["run", manifest, "--sandbox"], { cwd: dir.path, env: { CLAPPER_PUSHGATEWAY: "gateway" } }),
+      ]);
+      expect(flag.code).toBe(2);
+      expect(flag.stderr).toContain('--pushgateway: expected an http or https URL, got "ftp://gateway:9091"');
+      expect(variable.code).toBe(2);
+      expect(variable.stderr).toContain("CLAPPER_PUSHGATEWAY: expected the gateway's http(s) URL");
+    },
+  );
 });
