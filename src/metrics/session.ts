@@ -19,7 +19,7 @@ import { PUSH_TIMEOUT_MS, pushMetrics, shownUrl } from "./push.js";
 import { watchRequests } from "./requests.js";
 import { RunMetrics } from "./run-metrics.js";
 
-/** How often the file is rewritten while the run goes (BRIEF: at least every 15 s). */
+/** How often the file is rewritten while the run goes: a scrape every 15-60 s sees a fresh one. */
 const INTERVAL_MS = 15_000;
 
 /**
