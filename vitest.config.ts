@@ -8,6 +8,8 @@ const TIMED = [
   "test/run/coordinator.test.ts",
   "test/run/crash.test.ts",
   "test/run/busy-kill.test.ts",
+  "test/metrics/rate-limited.test.ts",
+  "test/metrics/pushgateway.test.ts",
   "test/run/killloop.test.ts",
   "test/run/auto-kill.test.ts",
   "test/run/retry-after.test.ts",

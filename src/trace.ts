@@ -6,7 +6,8 @@
 // The code traced only publishes, on node:diagnostics_channel, and pays nothing while no one listens:
 // the run says when a stage ended (RUN_STAGE), undici says when a request is created and when its
 // answer's headers arrive (its own `undici:request:*` channels), and a step no event marks is
-// published on START_STEP. This module is the one listener, subscribed when the variable is set.
+// published on START_STEP. This module listens only when the variable is set (src/metrics listens to
+// undici's channels too, for its request counts, only when metrics are asked for).
 import { channel, subscribe } from "node:diagnostics_channel";
 
 /** A step of a command's start that no event of its own marks: its name, as written. */

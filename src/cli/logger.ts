@@ -76,14 +76,35 @@ function drainAll(): void {
   for (const batch of [...holding]) batch.drain();
 }
 
+/**
+ * Google Cloud Logging's and most shippers' names for pino's numeric levels: a shipper that knows
+ * only `severity` still tells an error from an info line.
+ */
+function severity(level: number): string {
+  if (level >= 60) return "CRITICAL";
+  if (level >= 50) return "ERROR";
+  if (level >= 40) return "WARNING";
+  if (level >= 30) return "INFO";
+  return "DEBUG";
+}
+
+/** JSON lines: `severity` beside `level`, and `time` as ISO 8601 (what shippers parse without a hint). */
+const JSON_LINES = {
+  formatters: { level: (_label: string, level: number) => ({ level, severity: severity(level) }) },
+  timestamp: pino.stdTimeFunctions.isoTime,
+};
+
 export function createLogger(
   level: LogLevel = "warn",
   destination: pino.DestinationStream = new LineBatch(pino.destination({ dest: 2, sync: true })),
+  json = false,
 ): Logger {
   return pino(
     {
       level,
       base: undefined,
+      // Pretty lines read pino's own numeric time and level: they are left as they were.
+      ...(json ? JSON_LINES : {}),
       redact: {
         paths: ["apiKey", "api_key", "authorization", "*.authorization", "headers.authorization", "*.apiKey"],
         censor: "[redacted]",
@@ -109,7 +130,7 @@ interface CliLoggerOptions {
 
 /** The CLI's logger in the format asked for. */
 export function createCliLogger(o: CliLoggerOptions): Logger {
-  if (o.format === "json") return createLogger(o.level);
+  if (o.format === "json") return createLogger(o.level, undefined, true);
   // For a person: one sentence a line ("shot/s01: task failed (attempt 1): ... [code]"); the whole
   // object only when debugging, where its every field matters.
   const debugging = o.level === "debug" || o.level === "trace";

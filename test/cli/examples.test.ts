@@ -1037,7 +1037,7 @@ describe("examples/", () => {
     };
     await walk(EXAMPLES);
     expect(files.sort()).toEqual(
-      [...examples.map((e) => e.file), "systemd/clapper.timer", "README.md"].sort(),
+      [...examples.map((e) => e.file), "systemd/clapper.timer", "prometheus/alerts.yaml", "README.md"].sort(),
     );
     const readme = await read("README.md");
     for (const file of files.filter((f) => f !== "README.md")) expect(readme).toContain(file);

@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../../src/cli/logger.js";
 import { BIN, staleBuild } from "../run/harness.js";
 import { clapper, type Folder, folder, smallManifest } from "./cli-process.js";
 
@@ -147,4 +148,58 @@ describe("--log-level and --log-format", () => {
       expect(text).toContain("run log: succeeded");
     },
   );
+
+  it("every JSON line carries severity beside its level, and its time in ISO 8601", async () => {
+    const failing = await dir.file(
+      "severity.yaml",
+      smallManifest("severity").replace("take 1", "take 1 [sandbox:fail]"),
+    );
+    const r = await clapper(
+      ["run", failing, "--sandbox", "--log-format", "json", "--log-level", "debug", "--max-attempts", "1"],
+      { cwd: dir.path },
+    );
+    expect(r.code, r.stderr).toBe(1);
+    const lines = r.stderr
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { level: number; severity: string; time: string });
+    const seen = new Set(lines.map((l) => l.level));
+    // The run logs debug lines, its events, and a warning for the failed task.
+    expect([...seen].sort()).toEqual(expect.arrayContaining([20, 30, 40]));
+    for (const line of lines) {
+      expect(line.severity, JSON.stringify(line)).toBe(SEVERITY[line.level]);
+      expect(line.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      expect(Math.abs(Date.parse(line.time) - Date.now())).toBeLessThan(120_000);
+    }
+  });
+
+  it("each of pino's levels has its severity (trace and debug are DEBUG, fatal is CRITICAL)", () => {
+    const written: string[] = [];
+    const logger = createLogger("trace", { write: (line: string) => void written.push(line) }, true);
+    logger.trace("t");
+    logger.debug("d");
+    logger.info("i");
+    logger.warn("w");
+    logger.error("e");
+    logger.fatal("f");
+    const got = written.map((l) => JSON.parse(l) as { level: number; severity: string; msg: string });
+    expect(got.map((l) => [l.msg, l.level, l.severity])).toEqual([
+      ["t", 10, "DEBUG"],
+      ["d", 20, "DEBUG"],
+      ["i", 30, "INFO"],
+      ["w", 40, "WARNING"],
+      ["e", 50, "ERROR"],
+      ["f", 60, "CRITICAL"],
+    ]);
+  });
 });
+
+/** What a JSON line's `severity` must be for each of pino's numeric levels. */
+const SEVERITY: Record<number, string> = {
+  10: "DEBUG",
+  20: "DEBUG",
+  30: "INFO",
+  40: "WARNING",
+  50: "ERROR",
+  60: "CRITICAL",
+};

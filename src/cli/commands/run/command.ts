@@ -1,6 +1,7 @@
 // `clapper run MANIFEST`: its flags, their checks, and the handler that hands them to the run.
 
 import type { CoordinatorUrl } from "../../../coord/url.js";
+import { pushgatewayUrl } from "../../../metrics/index.js";
 import { DEFAULT_CEILING_RPS } from "../../../rate/controller.js";
 import { DEFAULT_IN_FLIGHT, type MaxFailures } from "../../../run/types.js";
 import { defineCommand } from "../../command.js";
@@ -38,6 +39,8 @@ export interface RunArgs extends ShardArgs {
   "max-failures"?: MaxFailures | undefined;
   deadline?: Date | undefined;
   coordinator?: CoordinatorUrl | undefined;
+  "metrics-file"?: string | undefined;
+  pushgateway?: string | undefined;
 }
 
 /** `run`'s own flags, after --output and --state, in the order --help lists them. */
@@ -200,6 +203,21 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
     },
   ],
   [
+    "metrics-file",
+    {
+      type: "string",
+      describe: "write the run's Prometheus metrics to this file, every 15 s and at the end",
+    },
+  ],
+  [
+    "pushgateway",
+    {
+      type: "value",
+      parse: (raw, name) => pushgatewayUrl(raw, (m) => new ExitError(ExitCode.Usage, `${name}: ${m}`)),
+      describe: "push the run's metrics to this Prometheus Pushgateway at the end (job=clapper, run=NAME)",
+    },
+  ],
+  [
     "sandbox-time-scale",
     {
       type: "number",
@@ -229,6 +247,7 @@ const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
     ],
   ],
   ["Callbacks:", ["callback-url", "callback-listen"]],
+  ["Metrics:", ["metrics-file", "pushgateway"]],
   ["Many machines:", ["shard", "shards", "coordinator", "break-lock"]],
 ];
 

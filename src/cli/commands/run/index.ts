@@ -5,6 +5,7 @@ import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { CoordinatorUrl } from "../../../coord/url.js";
 import { formatProblems, type Problem } from "../../../manifest/problems.js";
+import { startMetrics } from "../../../metrics/index.js";
 import { DEFAULT_CEILING_RPS, type RememberedRate } from "../../../rate/controller.js";
 import { ServiceGate, type Sharing } from "../../../rate/limiter.js";
 import { ratesPath, readRates, writeRates } from "../../../rate/remembered.js";
@@ -226,8 +227,17 @@ export async function runCommand(o: RunCommandIo): Promise<Outcome> {
       }
       gate.share(coordinated.sharing);
     }
+    const metrics = await startMetrics({
+      file: args["metrics-file"],
+      pushgateway: args.pushgateway,
+      run: located.manifest.name,
+      statePath,
+      rates: gate,
+      logger,
+      env: o.env,
+    });
     try {
-      const outcome = await run(
+      const outcome = await metrics.around(run)(
         runOptions(args, {
           cwd,
           located,
