@@ -82,7 +82,7 @@ export interface RunSettings {
 }
 
 /** What the front end opens the run with. */
-export interface RunWiring {
+interface RunWiring {
   cwd: string;
   env: NodeJS.ProcessEnv;
   signal: AbortSignal;
@@ -101,13 +101,13 @@ export interface RunWiring {
 }
 
 /** What was opened for the run, as `afterRun` sees it. */
-export interface Opened {
+interface Opened {
   located: LocatedRun;
   coordinated: Coordinated | undefined;
 }
 
 /** Why a run did not start: its manifest's problems, or a setting that cannot work (with its exit code). */
-export type Refusal =
+type Refusal =
   | { reason: "manifest"; errors: readonly Problem[]; warnings: readonly Problem[] }
   | { reason: "setting"; code: number; message: string };
 
