@@ -183,6 +183,25 @@ describe("the library", () => {
     expect(planned.problems).toEqual(expect.arrayContaining(error.problems.map((p) => ({ ...p }))));
   });
 
+  it("a run that does not fit its budget rejects before anything is created, with the budget table and exit code 3", async () => {
+    const sandbox = await startSandbox({ timeScale: 0.01, keys: [KEY] });
+    try {
+      const refused = await run({
+        manifest: "lib.yaml",
+        cwd: dir,
+        baseUrl: sandbox.url,
+        apiKey: KEY,
+        maxPoints: 10,
+      }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(ClapperError);
+      expect((refused as ClapperError).code).toBe(3);
+      expect((refused as ClapperError).budget?.length).toBeGreaterThan(0);
+      expect((await stats(sandbox.url)).tasks_created).toEqual({ video: 0, speech: 0 });
+    } finally {
+      await sandbox.close();
+    }
+  });
+
   it("plan() is what `clapper plan --json` prints", async () => {
     const planned = await plan({ manifest: "lib.yaml", cwd: dir, speechPrice: 2 });
     expect(planned.counts).toEqual({ video: 2, speech: 2, total: 4 });
