@@ -10,6 +10,8 @@ export interface MetricsRequest {
   pushgateway?: string | undefined;
   /** The run's name, as report.json's run.name. */
   run: string;
+  /** A shard's index: its push is grouped by it too, so shards of one run do not replace each other's. */
+  shard?: number;
   /** The run's state file: the last success is kept beside it (a local state only). */
   statePath: string;
   rates: RateSource;

@@ -1,5 +1,6 @@
 // `--pushgateway URL`: the run's metrics pushed once at its end, under job="clapper" and grouped by
-// run too, so that two manifests pushing to one gateway do not replace each other's series.
+// run (and by shard, for a shard), so that two manifests, or two shards of one, pushing to one gateway
+// do not replace each other's series.
 //
 // POST, not PUT: only the metric names pushed are replaced in the group, so a run that does not
 // know the last success (pushes none) leaves the one an earlier run pushed.
@@ -19,14 +20,16 @@ export function shownUrl(gateway: string): string {
 }
 
 /** The group's URL: the run's name in base64url, which the gateway accepts whatever the characters. */
-function groupUrl(gateway: string, run: string): string {
+function groupUrl(gateway: string, run: string, shard: number | undefined): string {
   const base = gateway.replace(/\/+$/, "");
-  return `${base}/metrics/job/clapper/run@base64/${Buffer.from(run, "utf8").toString("base64url")}`;
+  const group = `${base}/metrics/job/clapper/run@base64/${Buffer.from(run, "utf8").toString("base64url")}`;
+  return shard === undefined ? group : `${group}/shard/${shard}`;
 }
 
 export async function pushMetrics(
   gateway: string,
   run: string,
+  shard: number | undefined,
   body: { text: string; contentType: string },
   timeoutMs = PUSH_TIMEOUT_MS,
 ): Promise<void> {
@@ -37,7 +40,7 @@ export async function pushMetrics(
     url.username || url.password
       ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString("base64")}`
       : undefined;
-  const res = await request(groupUrl(shownUrl(gateway), run), {
+  const res = await request(groupUrl(shownUrl(gateway), run, shard), {
     method: "POST",
     headers: { "content-type": body.contentType, ...(auth ? { authorization: auth } : {}) },
     body: body.text,

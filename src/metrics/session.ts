@@ -119,6 +119,7 @@ async function push(o: MetricsRequest, metrics: RunMetrics, timeoutMs: number): 
     await pushMetrics(
       o.pushgateway,
       o.run,
+      o.shard,
       { text: await metrics.text(), contentType: metrics.registry.contentType },
       timeoutMs,
     );

@@ -63,6 +63,34 @@ describe("run --pushgateway", () => {
   );
 
   toolTest(
+    "two shards of one manifest push to groups of their own: neither replaces the other's series",
+    [PUSHGATEWAY],
+    async () => {
+      const gateway = await startPushgateway();
+      try {
+        const manifest = await dir.file("sharded.yaml", smallManifest("push-sharded"));
+        const shards = await Promise.all(
+          [1, 2].map((i) =>
+            clapper(["run", manifest, "--sandbox", "--shard", `${i}/2`, "--pushgateway", gateway.url], {
+              cwd: dir.path,
+            }),
+          ),
+        );
+        for (const r of shards) expect(r.code, r.stderr).toBe(0);
+        const text = await (
+          await fetch(`${gateway.url}/metrics`, { signal: AbortSignal.timeout(5000) })
+        ).text();
+        const all = samples(text).filter(
+          (s) => s.name === "clapper_run_duration_seconds" && s.labels.run === "push-sharded",
+        );
+        expect(all.map((s) => s.labels.shard).sort()).toEqual(["1", "2"]);
+      } finally {
+        await gateway.stop();
+      }
+    },
+  );
+
+  toolTest(
     "a gateway that never answers costs at most the timeout; the exit code stays the run's",
     [],
     async () => {

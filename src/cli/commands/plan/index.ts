@@ -1,11 +1,101 @@
 // `clapper plan MANIFEST`: validate, expand, estimate. No task is ever created.
 
+import { existsSync } from "node:fs";
+import type { Clients } from "../../../api/index.js";
 import { RESOLUTIONS } from "../../../api/video.js";
 import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/index.js";
 import type { JobNext, PlanResult } from "../../../run/plan.js";
-import { shardOf } from "../../../run/shard.js";
+import { type Shard, shardOf } from "../../../run/shard.js";
 import { byKind, jobsOf } from "../../../services/index.js";
+import type { S3ClientOptions } from "../../../sinks/s3.js";
+import type { LocatedRun } from "../../../state/locate.js";
+import { sandboxStatePath } from "../run/state.js";
 import type { PlanNext } from "./state.js";
+
+/** What a plan is made of: the manifest, the run's state, and the services when they are asked. */
+export interface PlanInput {
+  manifest: string;
+  cwd: string;
+  state?: string | undefined;
+  /** One shard planned; `shards` alone lists every job with its shard. */
+  shard?: Shard | undefined;
+  shards?: number | undefined;
+  speechPrice?: number | undefined;
+  s3?: S3ClientOptions | undefined;
+  signal?: AbortSignal | undefined;
+  /** Opens the services (given the run when it was found); absent, the plan is made offline. */
+  connect?: ((located: LocatedRun | undefined) => Promise<Clients>) | undefined;
+}
+
+/** The plan, and what the next run does when the run has a state (none for a manifest with errors). */
+export interface Planned {
+  result: PlanResult;
+  shards: number | undefined;
+  next: PlanNext | undefined;
+}
+
+/** `plan`, made as `clapper plan` and the library's `plan()` make it. No task is ever created. */
+export async function makePlan(o: PlanInput): Promise<Planned> {
+  const shards = o.shard?.total ?? o.shards;
+  // The run's manifest and state, found as `run` finds them; a manifest with errors has none (the
+  // plan says its errors), and a state that cannot be read is only a warning.
+  const located = await locatePlanned(o);
+  // Loaded on use, as the command loads this module: the run pipeline is not needed to start the CLI.
+  const [{ readPlanStates, planNext }, { fitFromState }, { plan }] = await Promise.all([
+    import("./state.js"),
+    import("../../../episode/fitting.js"),
+    import("../../../run/plan.js"),
+  ]);
+  const states = located
+    ? await readPlanStates(located, { shards, stateGiven: o.state !== undefined, s3: o.s3 ?? {} })
+    : undefined;
+  const conn = o.connect ? await o.connect(located) : undefined;
+  try {
+    // Shots timed to narration the state holds are fitted as the run fits them: their fingerprints
+    // (and so whether they are reused) follow the fit.
+    const jobs = located ? [...located.loaded.jobs] : [];
+    if (located && states?.usable) {
+      for (const group of states.groups) await fitFromState(jobs, group.state);
+    }
+    const planned = await plan({
+      manifest: o.manifest,
+      cwd: o.cwd,
+      ...(located ? { loaded: { ...located.loaded, jobs } } : {}),
+      ...(conn ? { clients: conn } : {}),
+      ...(o.speechPrice !== undefined ? { speechPrice: o.speechPrice } : {}),
+      ...(o.shard ? { shard: o.shard } : {}),
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+    const result = states ? { ...planned, warnings: [...planned.warnings, ...states.warnings] } : planned;
+    const next =
+      result.errors.length === 0 && located && states ? await planNext(result, located, states) : undefined;
+    return { result, shards, next };
+  } finally {
+    await conn?.close();
+  }
+}
+
+/** --sandbox-state, else the run's emulator state when the run has one: the plan sees the balance the run left. */
+export function planSandboxState(
+  given: string | undefined,
+  located: LocatedRun | undefined,
+): string | undefined {
+  if (given) return given;
+  const candidate = located ? sandboxStatePath(located) : undefined;
+  return candidate && existsSync(candidate) ? candidate : undefined;
+}
+
+/** The run as `run` finds it; undefined for a manifest with errors or one that cannot be read (plan says why). */
+async function locatePlanned(o: PlanInput): Promise<LocatedRun | undefined> {
+  const { locateRun } = await import("../../../state/locate.js");
+  const found = await locateRun({
+    manifest: o.manifest,
+    cwd: o.cwd,
+    ...(o.state ? { state: o.state } : {}),
+    ...(o.shard ? { shard: o.shard } : {}),
+  }).catch(() => undefined);
+  return found?.ok ? found.run : undefined;
+}
 
 /** Auto shots whose estimated duration the text plan names; `--json` has every one. */
 const AUTO_SHOWN = 12;
