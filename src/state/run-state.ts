@@ -74,6 +74,16 @@ interface StoredOutput {
   at?: number;
 }
 
+/** An earlier output of a job, kept under its own name (`shots/s02.v1.mp4`) when a new result replaced it. */
+export interface KeptVersion {
+  uri: string;
+  /** The replaced output's, as the state recorded it when it was stored. */
+  sha256: string;
+  bytes: number;
+  /** When it was set aside for the new result (ms since the epoch, this machine's clock). */
+  at: number;
+}
+
 export interface JobState {
   id: string;
   kind: JobKind;
@@ -96,6 +106,15 @@ export interface JobState {
   freshIn?: number;
   /** First attempt number that counts toward `--max-attempts` (after a `--fresh`). */
   countFrom?: number;
+  /** Earlier outputs kept when new results replaced them, oldest first. */
+  versions?: KeptVersion[];
+  /**
+   * The uri of the version recorded last, while the result that replaces the output is not stored:
+   * the move to that name may not have been made (a kill), so the next store makes sure of it.
+   */
+  keeping?: string;
+  /** The output a `--fresh` stopped trusting: still on disk until a new result replaces it. */
+  former?: StoredOutput;
 }
 
 export interface RunState {
@@ -210,6 +229,12 @@ export type RunRecord =
       at?: number;
     }
   | { t: "stored"; id: string; output: StoredOutput }
+  /**
+   * The stored output is about to be set aside under `version.uri` for a new result (durable before
+   * the move, so a kill after the move still finds it). A version of the same name replaces it (a
+   * project moved: the same file, named where it now is).
+   */
+  | { t: "version"; id: string; version: KeptVersion }
   /**
    * Something keeps the job from going on for now (a task that cannot be read, a result that
    * cannot be stored) without ending it: the job stays where it is, resumable, with this reason.
@@ -365,7 +390,14 @@ function applyJobRecord(state: RunState, r: JobRecord): void {
         job.output = r.output;
         job.status = "stored";
         delete job.error;
+        delete job.keeping;
+        delete job.former;
       }
+      break;
+    }
+    case "version": {
+      const job = state.jobs[r.id];
+      if (job) keepVersion(job, r.version);
       break;
     }
     case "failed": {
@@ -382,6 +414,26 @@ function applyJobRecord(state: RunState, r: JobRecord): void {
       break;
     }
   }
+}
+
+/** The last part of a version's uri: what tells two versions of one job apart, wherever they are. */
+export function versionName(uri: string): string {
+  return uri.slice(uri.lastIndexOf("/") + 1);
+}
+
+function keepVersion(job: JobState, version: KeptVersion): void {
+  const versions = job.versions ?? [];
+  const at = versions.findIndex((v) => versionName(v.uri) === versionName(version.uri));
+  if (at >= 0) {
+    // A relocation names the same file where it now is; the move it records was made long ago.
+    const moved = versions[at] as KeptVersion;
+    versions[at] = { ...moved, uri: version.uri };
+    if (job.keeping === moved.uri) job.keeping = version.uri;
+  } else {
+    versions.push(version);
+    job.keeping = version.uri;
+  }
+  job.versions = versions;
 }
 
 function declareJob(state: RunState, r: RecordOf<"job">): void {
@@ -405,6 +457,10 @@ function declareJob(state: RunState, r: RecordOf<"job">): void {
     status: "pending",
     attempts: [],
     ...(existing?.output ? { output: existing.output } : {}),
+    // Kept files stay the job's whatever its row becomes: they are on disk under its name.
+    ...(existing?.versions ? { versions: existing.versions } : {}),
+    ...(existing?.keeping ? { keeping: existing.keeping } : {}),
+    ...(existing?.former ? { former: existing.former } : {}),
     ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
     ...(open.length > 0 ? { previous: open } : {}),
   };
@@ -532,6 +588,8 @@ function freshen(job: JobState, campaign: number): void {
   job.skipped = false;
   // Attempts made before count no more toward --max-attempts: this is a new generation.
   job.countFrom = job.attempts.length + 1;
+  // Not trusted as this job's result any more, yet still the file a new result replaces.
+  if (job.output) job.former = job.output;
   delete job.output;
   delete job.error;
 }

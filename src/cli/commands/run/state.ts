@@ -22,6 +22,7 @@ import {
   type JobState,
   type RunRecord,
   type RunState,
+  versionName,
 } from "../../../state/run-state.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { ExitCode } from "../../exit-code.js";
@@ -163,7 +164,11 @@ async function relocated(state: RunState, jobs: readonly Job[], sink: Sink | und
     const found = await stat(here).catch(() => undefined);
     if (found?.size !== output.bytes) continue;
     copy ??= structuredClone(state);
-    (copy.jobs[job.id] as JobState).output = { ...output, uri: here };
+    const moved = copy.jobs[job.id] as JobState;
+    moved.output = { ...output, uri: here };
+    // Its kept versions moved with it, beside it.
+    const folder = here.slice(0, here.lastIndexOf("/") + 1);
+    for (const v of moved.versions ?? []) v.uri = `${folder}${versionName(v.uri)}`;
   }
   return copy ?? state;
 }
