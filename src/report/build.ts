@@ -6,13 +6,13 @@ import { type Job, MAX_SHOT_S, overrun, type VideoJob } from "../manifest/index.
 import {
   attemptCost,
   type JobState,
-  type KeptVersion,
   openAttempt,
   paidIn,
   paidNotStored,
   type RunState,
   spentPoints,
 } from "../state/run-state.js";
+import type { KeptVersion } from "../state/versions.js";
 import { type ByKind, byKind } from "./kinds.js";
 import {
   countJobs,

@@ -12,8 +12,8 @@ import {
   type RunRecord,
   type RunState,
   spentPoints,
-  versionName,
 } from "../state/run-state.js";
+import { versionName } from "../state/versions.js";
 import type { PoolStanding } from "./types.js";
 
 export interface StoreEntry {

@@ -6,14 +6,15 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import type { Job } from "../manifest/index.js";
 import type { Sink } from "../sinks/sink.js";
-import { type JobState, type KeptVersion, versionName } from "../state/run-state.js";
+import type { JobState } from "../state/run-state.js";
+import { type KeptVersion, versionName } from "../state/versions.js";
 import type { JobContext } from "./job-context.js";
 
 /** Kept versions looked for past the last one recorded (names taken by hand, or by a lost state). */
 const MAX_NUMBERS = 1000;
 
 /** `shots/s02.mp4`, 1 -> `shots/s02.v1.mp4`. */
-export function versionKey(key: string, n: number): string {
+function versionKey(key: string, n: number): string {
   const slash = key.lastIndexOf("/");
   const dot = key.lastIndexOf(".");
   return dot > slash + 1 ? `${key.slice(0, dot)}.v${n}${key.slice(dot)}` : `${key}.v${n}`;

@@ -1,5 +1,6 @@
 // The run's state and the journal records that change it. The reducer is the only code that
 // mutates state, so replaying the journal after a crash rebuilds exactly what was known.
+import { type KeptVersion, keepVersion, keptOf } from "./versions.js";
 
 export type JobKind = "video" | "speech";
 
@@ -74,16 +75,6 @@ interface StoredOutput {
   at?: number;
 }
 
-/** An earlier output of a job, kept under its own name (`shots/s02.v1.mp4`) when a new result replaced it. */
-export interface KeptVersion {
-  uri: string;
-  /** The replaced output's, as the state recorded it when it was stored. */
-  sha256: string;
-  bytes: number;
-  /** When it was set aside for the new result (ms since the epoch, this machine's clock). */
-  at: number;
-}
-
 export interface JobState {
   id: string;
   kind: JobKind;
@@ -108,10 +99,7 @@ export interface JobState {
   countFrom?: number;
   /** Earlier outputs kept when new results replaced them, oldest first. */
   versions?: KeptVersion[];
-  /**
-   * The uri of the version recorded last, while the result that replaces the output is not stored:
-   * the move to that name may not have been made (a kill), so the next store makes sure of it.
-   */
+  /** The version recorded last, its move perhaps not made (a kill): until the new result is stored. */
   keeping?: string;
   /** The output a `--fresh` stopped trusting: still on disk until a new result replaces it. */
   former?: StoredOutput;
@@ -229,11 +217,7 @@ export type RunRecord =
       at?: number;
     }
   | { t: "stored"; id: string; output: StoredOutput }
-  /**
-   * The stored output is about to be set aside under `version.uri` for a new result (durable before
-   * the move, so a kill after the move still finds it). A version of the same name replaces it (a
-   * project moved: the same file, named where it now is).
-   */
+  /** The stored output set aside as `version.uri` for a new result: durable before the move. */
   | { t: "version"; id: string; version: KeptVersion }
   /**
    * Something keeps the job from going on for now (a task that cannot be read, a result that
@@ -416,26 +400,6 @@ function applyJobRecord(state: RunState, r: JobRecord): void {
   }
 }
 
-/** The last part of a version's uri: what tells two versions of one job apart, wherever they are. */
-export function versionName(uri: string): string {
-  return uri.slice(uri.lastIndexOf("/") + 1);
-}
-
-function keepVersion(job: JobState, version: KeptVersion): void {
-  const versions = job.versions ?? [];
-  const at = versions.findIndex((v) => versionName(v.uri) === versionName(version.uri));
-  if (at >= 0) {
-    // A relocation names the same file where it now is; the move it records was made long ago.
-    const moved = versions[at] as KeptVersion;
-    versions[at] = { ...moved, uri: version.uri };
-    if (job.keeping === moved.uri) job.keeping = version.uri;
-  } else {
-    versions.push(version);
-    job.keeping = version.uri;
-  }
-  job.versions = versions;
-}
-
 function declareJob(state: RunState, r: RecordOf<"job">): void {
   const existing = state.jobs[r.id];
   if (existing && existing.fingerprint === r.fingerprint) {
@@ -457,10 +421,7 @@ function declareJob(state: RunState, r: RecordOf<"job">): void {
     status: "pending",
     attempts: [],
     ...(existing?.output ? { output: existing.output } : {}),
-    // Kept files stay the job's whatever its row becomes: they are on disk under its name.
-    ...(existing?.versions ? { versions: existing.versions } : {}),
-    ...(existing?.keeping ? { keeping: existing.keeping } : {}),
-    ...(existing?.former ? { former: existing.former } : {}),
+    ...keptOf(existing),
     ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
     ...(open.length > 0 ? { previous: open } : {}),
   };

@@ -22,8 +22,8 @@ import {
   type JobState,
   type RunRecord,
   type RunState,
-  versionName,
 } from "../../../state/run-state.js";
+import { versionName } from "../../../state/versions.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { ExitCode } from "../../exit-code.js";
 
