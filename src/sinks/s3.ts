@@ -109,8 +109,9 @@ export class S3Sink implements Sink {
    * begun before `before` (by a process of this run that was killed; the caller holds the run's
    * lock) and those of this process whose upload failed. Incomplete uploads are billed and
    * invisible; a lifecycle rule (AbortIncompleteMultipartUpload) on the bucket is the safety net.
+   * Also removes the objects killed writers left aside (`.partial/`), which are billed too.
    */
-  async cleanup(before: Date): Promise<{ aborted: number }> {
+  async cleanup(before: Date): Promise<{ aborted: number; removed: number }> {
     const { AbortMultipartUploadCommand, ListMultipartUploadsCommand } = sdk();
     const Bucket = this.location.bucket;
     const Prefix = this.location.prefix ? `${this.location.prefix}/` : "";
@@ -147,7 +148,34 @@ export class S3Sink implements Sink {
       UploadIdMarker = list.NextUploadIdMarker;
     }
     this.failedKeys.clear();
-    return { aborted };
+    return { aborted, removed: await this.removeAside(before) };
+  }
+
+  /**
+   * Objects uploaded aside before `before` by writers that are gone (killed before the copy). A live
+   * writer copies its object within seconds of the upload: one older than ASIDE_STALE_MS is no
+   * live writer's, even one of another shard writing under the same prefix.
+   */
+  private async removeAside(before: Date): Promise<number> {
+    const stale = Math.min(before.getTime(), Date.now() - ASIDE_STALE_MS);
+    const { DeleteObjectCommand, ListObjectsV2Command } = sdk();
+    const Bucket = this.location.bucket;
+    const list = await this.client
+      .send(new ListObjectsV2Command({ Bucket, Prefix: `${this.key(ASIDE)}/`, MaxKeys: 1000 }))
+      .catch((error: unknown) => {
+        throw storeError(error, `listing ${this.uri(ASIDE)}`);
+      });
+    let removed = 0;
+    for (const object of list.Contents ?? []) {
+      if (!object.Key || !object.LastModified || object.LastModified.getTime() >= stale) continue;
+      await this.client.send(new DeleteObjectCommand({ Bucket, Key: object.Key })).then(
+        () => {
+          removed += 1;
+        },
+        () => undefined,
+      );
+    }
+    return removed;
   }
 
   key(key: string): string {
@@ -401,10 +429,16 @@ function copySource(bucket: string, key: string): string {
   return `${bucket}/${encodeURIComponent(key).replace(/%2F/g, "/")}`;
 }
 
-/** Where an object that may replace another is uploaded before it takes its name (`shots/.s02.mp4.RANDOM.partial`). */
+/**
+ * Where an object that may replace another is uploaded before it takes its name: under one folder
+ * of its own (`.partial/shots/s02.mp4.RANDOM`), so a run's start finds what killed writers left there
+ * with a listing of that folder alone.
+ */
+const ASIDE = ".partial";
+const ASIDE_STALE_MS = 10 * 60_000;
+
 function asideKey(key: string): string {
-  const slash = key.lastIndexOf("/");
-  return `${key.slice(0, slash + 1)}.${key.slice(slash + 1)}.${randomBytes(6).toString("hex")}.partial`;
+  return `${ASIDE}/${key}.${randomBytes(6).toString("hex")}`;
 }
 
 /** An object larger than its reader allows: not one clapper wrote. */
