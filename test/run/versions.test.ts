@@ -89,6 +89,9 @@ describe("earlier versions of a regenerated job", () => {
     expect(n02.output?.sha256).not.toBe(original.sha256);
     expect(jobOf(second, "line/n01").versions).toBeUndefined();
     expect(await verifyOutputs(second)).toEqual([]);
+    expect(await readFile(join(ws.outputDir, "reports", "report.md"), "utf8")).toMatch(
+      /\| line\/n02 \|.*n02\.wav \(1 earlier version kept\) \|/,
+    );
 
     await writeFile(ws.manifest, LINES("The sea was calm, grey and quiet that long night."));
     const third = await runOk(ws);
