@@ -12,6 +12,7 @@ import {
   type RunState,
   spentPoints,
 } from "../state/run-state.js";
+import type { KeptVersion } from "../state/versions.js";
 import { type ByKind, byKind } from "./kinds.js";
 import {
   countJobs,
@@ -20,6 +21,7 @@ import {
   type ReportJob,
   type ReportJobStage,
   type ReportJobStatus,
+  type ReportVersion,
   statusOver,
 } from "./model.js";
 
@@ -239,13 +241,22 @@ function rowWarnings(
 }
 
 /** What the state says of the job beyond this run: edited since, tasks in flight, paid for and not stored. */
-function stateMarks(st: JobState, planned: Job): Pick<ReportJob, "edited" | "in_flight" | "paid_not_stored"> {
+function stateMarks(
+  st: JobState,
+  planned: Job,
+): Pick<ReportJob, "edited" | "in_flight" | "paid_not_stored" | "versions"> {
   const flight = inFlight(st);
   return {
     ...(editedSince(st, planned) ? { edited: true as const } : {}),
     ...(flight ? { in_flight: flight } : {}),
     ...(paidNotStored(st) ? { paid_not_stored: true as const } : {}),
+    ...(st.versions?.length ? { versions: st.versions.map(reportVersion) } : {}),
   };
+}
+
+/** A kept version as the report lists it (oldest first, as the state keeps them). */
+function reportVersion(v: KeptVersion): ReportVersion {
+  return { uri: v.uri, sha256: v.sha256, at: new Date(v.at).toISOString(), bytes: v.bytes };
 }
 
 /**

@@ -56,12 +56,18 @@ function resolutionCell(j: ReportJob): string {
   return md(`${j.requested_resolution} asked, ${delivered} delivered`);
 }
 
+/** The output, and how many earlier versions of it are kept beside it. */
+function outputCell(j: ReportJob): string {
+  const kept = j.versions?.length ?? 0;
+  return `${j.output ? md(j.output.uri) : ""}${kept > 0 ? ` (${kept} earlier ${kept === 1 ? "version" : "versions"} kept)` : ""}`;
+}
+
 export function reportMarkdown(report: Report): string {
   const bad = unsuccessful(report);
   const items = warningItems(report);
   const rows = report.jobs.map(
     (j) =>
-      `| ${md(j.id)} | ${j.kind} | ${j.status}${j.edited ? " (edited)" : ""} | ${j.points} | ${j.spent_total ?? j.points} | ${j.estimated_points ?? "?"} | ${j.attempts} | ${j.elapsed_seconds.toFixed(1)} | ${resolutionCell(j)} | ${j.output ? md(j.output.uri) : ""} | ${errorText(j)} |`,
+      `| ${md(j.id)} | ${j.kind} | ${j.status}${j.edited ? " (edited)" : ""} | ${j.points} | ${j.spent_total ?? j.points} | ${j.estimated_points ?? "?"} | ${j.attempts} | ${j.elapsed_seconds.toFixed(1)} | ${resolutionCell(j)} | ${outputCell(j)} | ${errorText(j)} |`,
   );
   return [
     `# clapper report: ${md(report.run.name)}`,

@@ -23,6 +23,8 @@ export interface ResultSpec {
   maxBytes: number;
   /** Stored beside the object where the sink can (S3 metadata). */
   metadata: Record<string, string>;
+  /** Runs once the result is complete and checked, before it replaces what is stored under `key`. */
+  beforeReplace?: () => Promise<void>;
 }
 
 /**
@@ -69,6 +71,7 @@ export async function storeResult(
       signal,
       // Every byte has passed through the check by now; this throws if any check failed.
       check: async () => void check.result(),
+      ...(spec.beforeReplace ? { beforeReplace: spec.beforeReplace } : {}),
     });
   } catch (error) {
     throw brokenTransfer(error, spec, new URL(url).host, received, res.contentLength, signal);

@@ -13,6 +13,7 @@ import {
   type RunState,
   spentPoints,
 } from "../state/run-state.js";
+import { versionName } from "../state/versions.js";
 import type { PoolStanding } from "./types.js";
 
 export interface StoreEntry {
@@ -170,8 +171,7 @@ function stepFor(draft: Draft, job: Job, entry: StoreEntry | undefined): Step {
       // Found where this run's output puts it, not where it was stored (a project copied or moved
       // whole): the record follows the file, so the reports name this run's own.
       const here = input.uri(key);
-      if (st.output.uri !== here)
-        more(draft, { t: "stored", id: job.id, output: { ...st.output, uri: here } });
+      if (st.output.uri !== here) relocate(draft, job.id, st, here);
       const earlier = !st.attempts.some((a) => a.campaign === preview.campaign);
       if (earlier && !st.skipped) {
         more(draft, { t: "skip", id: job.id });
@@ -271,4 +271,16 @@ function poolTable(pool: PoolStanding, jobs: number, newCost: number): BudgetRow
 /** The record that declares a job of the plan, with its fingerprint and estimate. */
 export function declaration(job: Job): RunRecord {
   return { t: "job", id: job.id, kind: job.kind, fingerprint: job.fingerprint, estimate: job.points ?? 0 };
+}
+
+/** Names a stored output, and its kept versions beside it, where this run's output holds them. */
+function relocate(draft: Draft, id: string, st: JobState, here: string): void {
+  more(draft, { t: "stored", id, output: { ...(st.output as NonNullable<JobState["output"]>), uri: here } });
+  for (const version of st.versions ?? [])
+    more(draft, { t: "version", id, version: { ...version, uri: besideOutput(here, version.uri) } });
+}
+
+/** A kept version's uri in the folder of the output at `output`. */
+function besideOutput(output: string, version: string): string {
+  return `${output.slice(0, output.lastIndexOf("/") + 1)}${versionName(version)}`;
 }

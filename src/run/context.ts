@@ -88,8 +88,23 @@ export function matchesOnly(job: Job, only: readonly string[]): boolean {
       job.id === o ||
       job.rowId === o ||
       job.id.startsWith(`${o}/`) ||
-      `${serviceFor(job.kind).row}/${job.rowId}` === o,
+      `${serviceFor(job.kind).row}/${job.rowId}` === o ||
+      // One take without its kind: `s03/take-2` is `shot/s03/take-2`.
+      `${serviceFor(job.kind).row}/${o}` === job.id,
   );
+}
+
+/** The ids and rows an `--only` could have meant, for a "did you mean" when one matches nothing. */
+export function onlyChoices(jobs: readonly Job[]): string[] {
+  const choices = new Set<string>();
+  for (const job of jobs) {
+    choices.add(job.id);
+    choices.add(job.rowId);
+    const row = `${serviceFor(job.kind).row}/`;
+    if (job.id.startsWith(row) && job.id.slice(row.length) !== job.rowId)
+      choices.add(job.id.slice(row.length));
+  }
+  return [...choices];
 }
 
 export class RunContext {

@@ -11,6 +11,7 @@ import { type ServiceTask, serviceFor } from "../services/index.js";
 import type { Written } from "../sinks/sink.js";
 import { errorInfo, ResultUrlMissingError } from "./errors.js";
 import type { JobContext } from "./job-context.js";
+import { keeper } from "./versions.js";
 
 /** Downloads of one result in one run: an expired URL or a broken transfer is tried again. */
 const COLLECT_TRIES = 3;
@@ -37,10 +38,13 @@ export async function downloadResult(
   const taskId = service.id(task);
   let url = service.resultUrl(task);
   const expectedSeconds = service.expectedSeconds(job);
+  const key = outputKey(job);
+  const beforeReplace = keeper(c, job, key);
   const spec = {
     id: job.id,
     kind: job.kind,
-    key: outputKey(job),
+    key,
+    ...(beforeReplace ? { beforeReplace } : {}),
     maxBytes: c.maxResultBytes ?? resultLimit(service.resultLimit(job)),
     metadata: { job: job.id, task: taskId, fingerprint: job.fingerprint },
     ...(expectedSeconds !== undefined ? { expectedSeconds } : {}),

@@ -391,6 +391,8 @@ export interface JobNext {
   missing?: true;
   /** generate: a task already created (an interrupted run's) is followed to its end, not made again. */
   follows?: { taskId: string | null; reserved: number };
+  /** Earlier outputs of it kept so far (`shots/s02.v1.mp4`, ...); absent when none. */
+  versions?: number;
   /** retry: how it ended, and what `--retry-failed` does for it (and at what cost). */
   retry?: {
     status: "failed" | "cancelled";
@@ -468,7 +470,9 @@ export function nextRun(input: NextRunInput): { jobs: Map<string, JobNext>; next
   };
   const add = (a: number | null, b: number | null) => (a === null || b === null ? null : a + b);
   for (const job of jobs) {
-    const decided = jobNext(job, state.jobs[job.id], work.has(job.id));
+    const st = state.jobs[job.id];
+    const kept = st?.versions?.length ?? 0;
+    const decided = { ...jobNext(job, st, work.has(job.id)), ...(kept > 0 ? { versions: kept } : {}) };
     byJob.set(job.id, decided);
     next[decided.action] += 1;
     if (decided.action === "generate" && !decided.follows) next.points = add(next.points, decided.points);

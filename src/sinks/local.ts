@@ -4,6 +4,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import {
   type FileHandle,
+  link,
   mkdir,
   open,
   readdir,
@@ -265,6 +266,7 @@ export class LocalSink implements Sink {
       await file.datasync();
       await file.close();
       await options.check?.(temp);
+      await options.beforeReplace?.();
       await rename(temp, target);
       await this.syncDir(dir);
       return { uri: target, ...written };
@@ -303,6 +305,32 @@ export class LocalSink implements Sink {
         return begin();
       });
     return s.queued;
+  }
+
+  async keep(from: string, to: string): Promise<void> {
+    const source = this.localPath(from);
+    const target = this.localPath(to);
+    // A hard link refuses an existing name where a rename would replace it: a kept version is never
+    // overwritten. The name the source loses after is then the only change.
+    try {
+      await link(source, target);
+      await unlink(source);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EEXIST" || code === "ENOENT") throw error;
+      // A file system without hard links: the name is checked free, then renamed to.
+      if (
+        await stat(target).then(
+          () => true,
+          () => false,
+        )
+      )
+        throw Object.assign(new Error(`${target} exists: a kept version is never replaced`), {
+          code: "EEXIST",
+        });
+      await rename(source, target);
+    }
+    await this.syncDir(dirname(target));
   }
 
   async writeText(key: string, text: string): Promise<string> {

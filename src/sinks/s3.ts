@@ -109,8 +109,9 @@ export class S3Sink implements Sink {
    * begun before `before` (by a process of this run that was killed; the caller holds the run's
    * lock) and those of this process whose upload failed. Incomplete uploads are billed and
    * invisible; a lifecycle rule (AbortIncompleteMultipartUpload) on the bucket is the safety net.
+   * Also removes the objects killed writers left aside (`.partial/`), which are billed too.
    */
-  async cleanup(before: Date): Promise<{ aborted: number }> {
+  async cleanup(before: Date): Promise<{ aborted: number; removed: number }> {
     const { AbortMultipartUploadCommand, ListMultipartUploadsCommand } = sdk();
     const Bucket = this.location.bucket;
     const Prefix = this.location.prefix ? `${this.location.prefix}/` : "";
@@ -147,7 +148,34 @@ export class S3Sink implements Sink {
       UploadIdMarker = list.NextUploadIdMarker;
     }
     this.failedKeys.clear();
-    return { aborted };
+    return { aborted, removed: await this.removeAside(before) };
+  }
+
+  /**
+   * Objects uploaded aside before `before` by writers that are gone (killed before the copy). A live
+   * writer copies its object within seconds of the upload: one older than ASIDE_STALE_MS is no
+   * live writer's, even one of another shard writing under the same prefix.
+   */
+  private async removeAside(before: Date): Promise<number> {
+    const stale = Math.min(before.getTime(), Date.now() - ASIDE_STALE_MS);
+    const { DeleteObjectCommand, ListObjectsV2Command } = sdk();
+    const Bucket = this.location.bucket;
+    const list = await this.client
+      .send(new ListObjectsV2Command({ Bucket, Prefix: `${this.key(ASIDE)}/`, MaxKeys: 1000 }))
+      .catch((error: unknown) => {
+        throw storeError(error, `listing ${this.uri(ASIDE)}`);
+      });
+    let removed = 0;
+    for (const object of list.Contents ?? []) {
+      if (!object.Key || !object.LastModified || object.LastModified.getTime() >= stale) continue;
+      await this.client.send(new DeleteObjectCommand({ Bucket, Key: object.Key })).then(
+        () => {
+          removed += 1;
+        },
+        () => undefined,
+      );
+    }
+    return removed;
   }
 
   key(key: string): string {
@@ -171,13 +199,15 @@ export class S3Sink implements Sink {
       sourceError = error;
     });
     const Key = this.key(key);
+    // An object that may replace another is uploaded aside: the one in place is kept first.
+    const Staged = options.beforeReplace ? this.key(asideKey(key)) : Key;
     const metadata = options.metadata ? s3Metadata(options.metadata) : {};
     // Parts of PART_SIZE are buffered two at a time: memory stays flat whatever the file size.
     const upload = new libStorage.Upload({
       client: this.client,
       params: {
         Bucket: this.location.bucket,
-        Key,
+        Key: Staged,
         Body: source,
         ...(options.contentType ? { ContentType: options.contentType } : {}),
         Metadata: metadata,
@@ -197,7 +227,7 @@ export class S3Sink implements Sink {
       body.destroy();
       // lib-storage aborts the multipart upload itself; when the store is unreachable that abort
       // fails too, and the parts are kept (and billed): cleanup() tries again for these keys.
-      this.failedKeys.add(Key);
+      this.failedKeys.add(Staged);
       if (sourceError && sourceError.name !== "AbortError" && !options.signal?.aborted) throw sourceError;
       throw storeError(error, `writing ${this.uri(key)}`);
     } finally {
@@ -211,20 +241,22 @@ export class S3Sink implements Sink {
         );
       }
       await options.check?.(undefined);
+      await options.beforeReplace?.();
     } catch (error) {
       // A multipart upload cannot be withheld once complete: what failed its checks is removed.
       await this.client
-        .send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key }))
+        .send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key: Staged }))
         .catch(() => undefined);
       throw error;
     }
-    // The hash is known only now: a metadata-only copy onto itself records it with the object.
+    // The hash is known only now: a metadata-only copy (onto itself, or from aside to its name)
+    // records it with the object.
     await this.client
       .send(
         new CopyObjectCommand({
           Bucket: this.location.bucket,
           Key,
-          CopySource: `${this.location.bucket}/${encodeURIComponent(Key).replace(/%2F/g, "/")}`,
+          CopySource: copySource(this.location.bucket, Staged),
           MetadataDirective: "REPLACE",
           Metadata: { ...metadata, sha256: written.sha256 },
           ...(options.contentType ? { ContentType: options.contentType } : {}),
@@ -233,7 +265,29 @@ export class S3Sink implements Sink {
       .catch((error: unknown) => {
         throw storeError(error, `labelling ${this.uri(key)} with its sha256`);
       });
+    if (Staged !== Key)
+      await this.client
+        .send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key: Staged }))
+        .catch(() => undefined);
     return { uri: this.uri(key), ...written };
+  }
+
+  async keep(from: string, to: string): Promise<void> {
+    const { CopyObjectCommand } = sdk();
+    if (await this.stat(to))
+      throw new OutputError(`${this.uri(to)} exists: a kept version is never replaced`);
+    await this.client
+      .send(
+        new CopyObjectCommand({
+          Bucket: this.location.bucket,
+          Key: this.key(to),
+          CopySource: copySource(this.location.bucket, this.key(from)),
+          MetadataDirective: "COPY",
+        }),
+      )
+      .catch((error: unknown) => {
+        throw storeError(error, `keeping ${this.uri(from)} as ${this.uri(to)}`);
+      });
   }
 
   async writeText(key: string, text: string, contentType = "text/plain; charset=utf-8"): Promise<string> {
@@ -369,6 +423,22 @@ export class S3Sink implements Sink {
     );
     return res.Body as Readable;
   }
+}
+
+function copySource(bucket: string, key: string): string {
+  return `${bucket}/${encodeURIComponent(key).replace(/%2F/g, "/")}`;
+}
+
+/**
+ * Where an object that may replace another is uploaded before it takes its name: under one folder
+ * of its own (`.partial/shots/s02.mp4.RANDOM`), so a run's start finds what killed writers left there
+ * with a listing of that folder alone.
+ */
+const ASIDE = ".partial";
+const ASIDE_STALE_MS = 10 * 60_000;
+
+function asideKey(key: string): string {
+  return `${ASIDE}/${key}.${randomBytes(6).toString("hex")}`;
 }
 
 /** An object larger than its reader allows: not one clapper wrote. */

@@ -20,6 +20,12 @@ export interface WriteOptions {
    * bytes when the sink has one.
    */
   check?: (localPath: string | undefined) => Promise<void>;
+  /**
+   * Runs once the complete object has passed `check`, just before it takes its name over whatever
+   * is stored there (local: before the rename; S3: the upload goes to a temporary key first). What
+   * is stored under the name is still there when it runs: the place to keep it (`keep`).
+   */
+  beforeReplace?: () => Promise<void>;
   signal?: AbortSignal;
 }
 
@@ -29,6 +35,12 @@ export interface Sink {
   /** Streams `body` to `key`, visible only once complete (a crash leaves no half file under the name). */
   write(key: string, body: Readable, options?: WriteOptions): Promise<Written>;
   writeText(key: string, text: string, contentType?: string): Promise<string>;
+  /**
+   * Sets the object at `from` aside under `to` (a sink without it keeps no versions), durably (local: a rename, flushed; S3: a
+   * server-side copy, `from` staying in place until a complete object replaces it). Never over an
+   * object already at `to`: that throws.
+   */
+  keep?(from: string, to: string): Promise<void>;
   /** Size of a stored object (and what its metadata says, where the store keeps some), or undefined. */
   stat(key: string): Promise<{ bytes: number; metadata?: Record<string, string> } | undefined>;
   /**

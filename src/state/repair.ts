@@ -65,6 +65,7 @@ const OF_A_JOB = new Set([
   "skip",
   "problem",
   "stored",
+  "version",
   "failed",
   "cancelled",
   "shared",
@@ -111,7 +112,7 @@ export function repairRecords(text: string, input: RepairInput): Repaired {
 
 type HealedRecord =
   | AttemptRecord
-  | Extract<RunRecord, { t: "skip" | "problem" | "stored" | "failed" | "cancelled" | "shared" }>;
+  | Extract<RunRecord, { t: "skip" | "problem" | "stored" | "version" | "failed" | "cancelled" | "shared" }>;
 
 /** Writes again, before `r`, what `r` proves existed: its job's declaration, its attempt's intent or settlement. */
 function heal(

@@ -1,5 +1,6 @@
 // The run's state and the journal records that change it. The reducer is the only code that
 // mutates state, so replaying the journal after a crash rebuilds exactly what was known.
+import { type KeptVersion, keepVersion, keptOf } from "./versions.js";
 
 export type JobKind = "video" | "speech";
 
@@ -96,6 +97,12 @@ export interface JobState {
   freshIn?: number;
   /** First attempt number that counts toward `--max-attempts` (after a `--fresh`). */
   countFrom?: number;
+  /** Earlier outputs kept when new results replaced them, oldest first. */
+  versions?: KeptVersion[];
+  /** The version recorded last, its move perhaps not made (a kill): until the new result is stored. */
+  keeping?: string;
+  /** The output a `--fresh` stopped trusting: still on disk until a new result replaces it. */
+  former?: StoredOutput;
 }
 
 export interface RunState {
@@ -210,6 +217,8 @@ export type RunRecord =
       at?: number;
     }
   | { t: "stored"; id: string; output: StoredOutput }
+  /** The stored output set aside as `version.uri` for a new result: durable before the move. */
+  | { t: "version"; id: string; version: KeptVersion }
   /**
    * Something keeps the job from going on for now (a task that cannot be read, a result that
    * cannot be stored) without ending it: the job stays where it is, resumable, with this reason.
@@ -365,7 +374,14 @@ function applyJobRecord(state: RunState, r: JobRecord): void {
         job.output = r.output;
         job.status = "stored";
         delete job.error;
+        delete job.keeping;
+        delete job.former;
       }
+      break;
+    }
+    case "version": {
+      const job = state.jobs[r.id];
+      if (job) keepVersion(job, r.version);
       break;
     }
     case "failed": {
@@ -405,6 +421,7 @@ function declareJob(state: RunState, r: RecordOf<"job">): void {
     status: "pending",
     attempts: [],
     ...(existing?.output ? { output: existing.output } : {}),
+    ...keptOf(existing),
     ...(carried > 0 ? { carried: { campaign: state.campaign, points: carried } } : {}),
     ...(open.length > 0 ? { previous: open } : {}),
   };
@@ -532,6 +549,8 @@ function freshen(job: JobState, campaign: number): void {
   job.skipped = false;
   // Attempts made before count no more toward --max-attempts: this is a new generation.
   job.countFrom = job.attempts.length + 1;
+  // Not trusted as this job's result any more, yet still the file a new result replaces.
+  if (job.output) job.former = job.output;
   delete job.output;
   delete job.error;
 }

@@ -3,10 +3,11 @@
 // here, before it talks to anyone.
 import type { Lock } from "../../locks/file-lock.js";
 import { LockHeldError } from "../../locks/file-lock.js";
+import { didYouMean } from "../../manifest/problems.js";
 import type { MaterialStager } from "../../services/staging.js";
 import type { Sink } from "../../sinks/sink.js";
 import { type LocatedRun, locateRun } from "../../state/locate.js";
-import { matchesOnly, type RunContext, StateFolderError } from "../context.js";
+import { matchesOnly, onlyChoices, type RunContext, StateFolderError } from "../context.js";
 import { errorInfo } from "../errors.js";
 import type { RunOutcome } from "../types.js";
 
@@ -41,7 +42,7 @@ export async function openRun(ctx: RunContext): Promise<Opened | RunOutcome> {
     if (unknown.length > 0 || only.length === 0) {
       return {
         end: "refused",
-        message: `--only: no job matches ${unknown.join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, line/n01)`,
+        message: `--only: no job matches ${unknown.map((o) => `${o}${didYouMean(o, onlyChoices(jobs))}`).join(", ") || "an empty list"} (ids look like shot/s01, shot/s02/take-2, s02/take-2, line/n01)`,
         warnings: located.loaded.warnings,
       };
     }

@@ -4,6 +4,7 @@ import { existsSync } from "node:fs";
 import type { Clients } from "../../../api/index.js";
 import { RESOLUTIONS } from "../../../api/video.js";
 import { formatProblem, formatProblems, MAX_SHOT_S } from "../../../manifest/index.js";
+import { plural } from "../../../report/words.js";
 import type { JobNext, PlanResult } from "../../../run/plan.js";
 import { type Shard, shardOf } from "../../../run/shard.js";
 import { byKind, jobsOf } from "../../../services/index.js";
@@ -362,7 +363,8 @@ function renderNext(r: PlanResult, plan: PlanNext): string[] {
   for (const job of r.jobs) {
     const j = plan.jobs.get(job.id);
     if (!j || j.action === "reuse") continue;
-    rows.push(`  ${j.action.padEnd(9)} ${job.id}  ${nextWhy(j)}`);
+    const kept = j.versions ? ` (${plural(j.versions, "earlier version")} kept)` : "";
+    rows.push(`  ${j.action.padEnd(9)} ${job.id}  ${nextWhy(j)}${kept}`);
   }
   out.push(...rows.slice(0, NEXT_SHOWN));
   if (rows.length > NEXT_SHOWN) out.push(`  and ${rows.length - NEXT_SHOWN} more (plan --json lists all)`);

@@ -23,6 +23,7 @@ import {
   type RunRecord,
   type RunState,
 } from "../../../state/run-state.js";
+import { type KeptVersion, versionName } from "../../../state/versions.js";
 import { ExitError, fsExit, isFsError } from "../../errors.js";
 import { ExitCode } from "../../exit-code.js";
 
@@ -155,17 +156,29 @@ export async function reportFromState(located: LocatedRun, state: RunState, sink
 async function relocated(state: RunState, jobs: readonly Job[], sink: Sink | undefined): Promise<RunState> {
   if (!sink?.localPath) return state;
   let copy: RunState | undefined;
-  for (const job of jobs) {
-    const output = state.jobs[job.id]?.output;
-    if (!output?.uri.startsWith("/")) continue;
-    const here = sink.uri(outputKey(job));
-    if (output.uri === here) continue;
-    const found = await stat(here).catch(() => undefined);
-    if (found?.size !== output.bytes) continue;
+  const named = (id: string) => {
     copy ??= structuredClone(state);
-    (copy.jobs[job.id] as JobState).output = { ...output, uri: here };
+    return copy.jobs[id] as JobState;
+  };
+  for (const job of jobs) {
+    const st = state.jobs[job.id];
+    const here = sink.uri(outputKey(job));
+    const output = st?.output;
+    if (output?.uri.startsWith("/") && output.uri !== here && (await sizeAt(here)) === output.bytes)
+      named(job.id).output = { ...output, uri: here };
+    // Its kept versions, beside it, each found there the same way.
+    const folder = here.slice(0, here.lastIndexOf("/") + 1);
+    for (const [i, v] of (st?.versions ?? []).entries()) {
+      const there = `${folder}${versionName(v.uri)}`;
+      if (!v.uri.startsWith("/") || v.uri === there || (await sizeAt(there)) !== v.bytes) continue;
+      (named(job.id).versions as KeptVersion[])[i] = { ...v, uri: there };
+    }
   }
   return copy ?? state;
+}
+
+async function sizeAt(path: string): Promise<number | undefined> {
+  return (await stat(path).catch(() => undefined))?.size;
 }
 
 /** The manifest's own output when it is a folder (an S3 output is not opened for this). */

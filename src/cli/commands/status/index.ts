@@ -74,6 +74,8 @@ export function renderStatus(r: StatusReport): string {
       { header: "IN ALL", value: (j) => j.spent_total ?? j.points, align: "right" },
       { header: "ATTEMPTS", value: (j) => j.attempts, align: "right" },
       { header: "TASK", value: (j) => j.task_id },
+      // Earlier outputs kept beside the current one (shots/s02.v1.mp4, ...).
+      { header: "KEPT", value: (j) => j.versions?.length || "", align: "right" },
       { header: "OUTPUT / ERROR", value: (j) => j.output?.uri ?? j.error?.message },
     ]),
     ...(edited > 0
@@ -83,6 +85,6 @@ export function renderStatus(r: StatusReport): string {
         ]
       : []),
     "",
-    "POINTS: what the last run spent on the job; IN ALL: what its outputs cost over every run",
+    "POINTS: what the last run spent on the job; IN ALL: what its outputs cost over every run; KEPT: earlier versions of its output kept beside it",
   ].join("\n");
 }
