@@ -35,7 +35,7 @@ export interface StillsOptions {
   binary?: () => string;
 }
 
-export interface Stills {
+interface Stills {
   /** Video uri -> the still as a `data:image/jpeg;base64,...` URI. */
   images: Map<string, string>;
   /** Video uri -> why it has no still. */
@@ -66,7 +66,7 @@ function videosOf(report: Report): VideoFile[] {
 }
 
 /** The key of `uri` in the sink, or undefined when it is stored elsewhere. */
-function keyIn(sink: Sink, uri: string): string | undefined {
+export function keyIn(sink: Sink, uri: string): string | undefined {
   const root = sink.uri("").replace(/\/+$/, "");
   if (!uri.startsWith(`${root}/`)) return undefined;
   return uri.slice(root.length + 1);
