@@ -28,7 +28,7 @@ interface PageInputOptions {
 }
 
 /** A link through the review server to the sink's key. */
-export const servedHref = (key: string) => `/media/${key.split("/").map(encodeURIComponent).join("/")}`;
+const servedHref = (key: string) => `/media/${key.split("/").map(encodeURIComponent).join("/")}`;
 
 async function links(sink: Sink, report: Report, o: PageInputOptions, extra: string[]): Promise<MediaLinks> {
   if (!o.serve) return mediaLinks(sink, report, o.folder, { extra });
