@@ -42,7 +42,7 @@ interface ThumbOptions {
 function thumb(row: ReportJob, o: ThumbOptions): string {
   const pick = o.pick ? pickControl(o.pick.shot, o.pick.take, o.pick.picked) : "";
   const picked = o.pick?.picked ? " data-picked" : "";
-  return `<figure class="thumb" data-for="${esc(row.id)}" data-state="${esc(row.status)}"${o.pick ? ` data-take="${o.pick.take}"` : ""}${picked}>${still(row, o.stills, o.label, o.key)}<figcaption><span class="badge ${esc(row.status)}">${esc(row.status)}</span> <span class="cost">${esc(cost(row))}</span>${o.label ? ` <span class="tk">${esc(o.label)}</span>` : ""}</figcaption>${pick}</figure>`;
+  return `<figure class="thumb" data-for="${esc(row.id)}" data-state="${esc(row.status)}"${o.pick ? ` data-take="${o.pick.take}"` : ""}${picked}>${still(row, o.stills, o.label, o.key)}<figcaption>${o.label ? `<span class="tk">${esc(o.label)}</span> ` : ""}<span class="badge ${esc(row.status)}">${esc(row.status)}</span> <span class="cost">${esc(cost(row))}</span></figcaption>${pick}</figure>`;
 }
 
 function chip(entry: Entry<SpeechJob>): string {

@@ -26,7 +26,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:16px 20px 8px}h3{margi
 .thumb[data-picked] .frame{outline:3px solid var(--ok);outline-offset:-3px}
 .pick{font-size:12px;color:var(--mute);cursor:pointer}
 .chips{display:flex;flex-wrap:wrap;gap:2px 8px;margin-top:3px;font-size:12px;max-width:330px}.cid{font-family:ui-monospace,monospace}
-.cost{color:var(--mute)}
+.cost,.tk{color:var(--mute)}
 body[data-view=detail] #grid,body[data-view=detail] nav.filters,body[data-view=detail] #episode{display:none}
 body:not([data-view=detail]) main{display:none}
 main{padding:0 20px 40px}
