@@ -56,12 +56,17 @@ export async function pageInput(
   o: PageInputOptions,
 ): Promise<{ input: ReviewPageInput; warnings: string[] }> {
   const warnings: string[] = [];
-  const episode = await sink.stat(EPISODE).catch(() => undefined);
+  // The page is written whatever the store says of the episode: without it, when unsure.
+  const episode = await Promise.resolve()
+    .then(() => sink.stat(EPISODE))
+    .catch(() => undefined);
   const captions = episode
-    ? await sink.readText(CAPTIONS, MAX_CAPTIONS_BYTES).catch((e: unknown) => {
-        warnings.push(`the episode's captions could not be read: ${(e as Error).message}`);
-        return undefined;
-      })
+    ? await Promise.resolve()
+        .then(() => sink.readText(CAPTIONS, MAX_CAPTIONS_BYTES))
+        .catch((e: unknown) => {
+          warnings.push(`the episode's captions could not be read: ${(e as Error).message}`);
+          return undefined;
+        })
     : undefined;
   const linked = await links(sink, report, o, episode ? [EPISODE] : []);
   let picks: Record<string, number> = {};

@@ -177,7 +177,14 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   };
   const queue = [...videos];
   const worker = async () => {
-    for (let v = queue.shift(); v; v = queue.shift()) await one(v);
+    for (let v = queue.shift(); v; v = queue.shift()) {
+      const video = v;
+      // Whatever goes wrong with one still (a store that cannot read it back), the page is written.
+      await one(video).catch((error: unknown) => {
+        if (o.signal?.aborted) throw error;
+        fail(video, reason(error));
+      });
+    }
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));
   // One warning per reason: a missing ffmpeg is one problem, not one per video.
