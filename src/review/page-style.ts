@@ -13,7 +13,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:16px 20px 8px}h3{margi
 .filters button{font:inherit;padding:3px 10px;border:1px solid var(--line);border-radius:14px;background:transparent;color:inherit;cursor:pointer}
 .filters button[aria-pressed=true]{background:var(--fg);color:var(--bg)}
 #shown{color:var(--mute);margin-left:8px}
-#episode{padding:0 20px}#episode video{max-width:720px}
+#episode{padding:0 20px}#episode video{max-width:480px}
 #grid{display:flex;flex-wrap:wrap;gap:10px;padding:12px 20px;align-items:flex-start}
 .tile{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:5px 7px}.tile[hidden]{display:none}
 .tile>.open{font:600 13px ui-monospace,monospace;color:inherit;text-decoration:none}
@@ -32,7 +32,7 @@ body:not([data-view=detail]) main{display:none}
 main{padding:0 20px 40px}
 .row{background:var(--card);border:1px solid var(--line);border-radius:8px;margin:12px 0;padding:12px}
 main .row:not(.open){display:none}
-.back{display:inline-block;margin-bottom:6px}
+.back{display:inline-block;margin-bottom:6px}main h2{display:none}
 .prompt,.text{white-space:pre-wrap;margin:4px 0}.text{font-style:italic}
 .cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:16px;margin-top:10px}.cols.solo{grid-template-columns:1fr}
 @media (max-width:800px){.cols{grid-template-columns:1fr}}
