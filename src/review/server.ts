@@ -172,6 +172,7 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
   let served = new Set<string>();
   let report: Report | undefined;
   let jobs: readonly Job[] = [];
+  let picking: Promise<unknown> = Promise.resolve();
 
   const refresh = async () => {
     ({ report, jobs } = await o.load());
@@ -246,7 +247,12 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
     if (path === "/" && (method === "GET" || method === "HEAD")) return page(res);
     if (path.startsWith("/media/") && (method === "GET" || method === "HEAD"))
       return media(o.sink, served, req, res, path);
-    if (path === "/picks" && method === "POST") return pick(req, res);
+    if (path === "/picks" && method === "POST") {
+      // One pick at a time: each reads picks.yaml, adds its pick and writes it whole.
+      const turn = picking.then(() => pick(req, res));
+      picking = turn.catch(() => undefined);
+      return turn;
+    }
     if (path === "/" || path === "/picks" || path.startsWith("/media/"))
       throw new HttpError(405, "not allowed");
     throw new HttpError(404, "not found");

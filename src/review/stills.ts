@@ -16,8 +16,11 @@ const MAX_STILL_BYTES = 512 * 1024;
 const MAX_INDEX_BYTES = 4 * 1024 * 1024;
 /** One frame from a local file takes well under a second; an S3 read over a slow link takes longer. */
 const STILL_TIMEOUT_MS = 30_000;
-/** Presigned input links for ffmpeg live only as long as the still takes to make. */
-const INPUT_LINK_SECONDS = 15 * 60;
+/**
+ * Presigned input links for ffmpeg live about as long as the still takes to make (its timeout): the
+ * link is on ffmpeg's command line, where others on the machine could read it while it runs.
+ */
+const INPUT_LINK_SECONDS = 120;
 /** Two ffmpegs at a time: the machine also runs the rest of the run. */
 const PARALLEL = 2;
 const INDEX_KEY = "stills/index.json";
@@ -171,7 +174,7 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
       result.images.set(video.uri, dataUri(jpeg));
       result.made++;
     } catch (error) {
-      if (o.signal?.aborted) throw error;
+      // Stopped (an interrupted run): the page is still written, with what stills there are.
       fail(video, reason(error));
     }
   };
@@ -180,10 +183,7 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
     for (let v = queue.shift(); v; v = queue.shift()) {
       const video = v;
       // Whatever goes wrong with one still (a store that cannot read it back), the page is written.
-      await one(video).catch((error: unknown) => {
-        if (o.signal?.aborted) throw error;
-        fail(video, reason(error));
-      });
+      await one(video).catch((error: unknown) => fail(video, reason(error)));
     }
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));

@@ -95,6 +95,17 @@ describe("stills", () => {
     const third = await makeStills(sink, report(changed));
     expect([third.made, third.reused]).toEqual([1, 2]);
     expect(await mtime("stills/s01.jpg")).toBeGreaterThan(s01At);
+
+    // A stopped run still writes its page: stills kept are reused, none is made, nothing throws.
+    const c = makeMp4(3, 640, 360);
+    await writeFile(join(root, "shots/s01.mp4"), c);
+    const stopped = await makeStills(
+      sink,
+      report([job("shot/s01", sink.uri("shots/s01.mp4"), c), jobs[1] as ReportJob]),
+      { signal: AbortSignal.abort() },
+    );
+    expect([stopped.made, stopped.reused]).toEqual([0, 1]);
+    expect(stopped.warnings).toEqual([expect.stringMatching(/s01\.mp4: stopped before ffmpeg started$/)]);
   });
 
   it("leaves a warning, not an error, for a broken video or a missing ffmpeg", async () => {
