@@ -165,6 +165,22 @@ async function media(
   stream.pipe(res);
 }
 
+/** A pick's body, from a request that carries the page's token; refused otherwise. */
+async function pickBody(req: IncomingMessage, token: string): Promise<z.infer<typeof PickBody>> {
+  const given = Buffer.from(String(req.headers["x-clapper-token"] ?? ""));
+  const expected = Buffer.from(token);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected))
+    throw new HttpError(403, "this page's token is needed");
+  if (!String(req.headers["content-type"] ?? "").startsWith("application/json"))
+    throw new HttpError(415, "a JSON body");
+  const text = await readBody(req);
+  try {
+    return PickBody.parse(JSON.parse(text));
+  } catch {
+    throw new HttpError(400, 'a body {"shot": ID, "take": N}');
+  }
+}
+
 export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewServer> {
   const token = randomBytes(24).toString("base64url");
   let port = 0;
@@ -208,20 +224,7 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
   };
 
   const pick = async (req: IncomingMessage, res: ServerResponse) => {
-    const given = String(req.headers["x-clapper-token"] ?? "");
-    const a = Buffer.from(given);
-    const b = Buffer.from(token);
-    if (a.length !== b.length || !timingSafeEqual(a, b))
-      throw new HttpError(403, "this page's token is needed");
-    if (!String(req.headers["content-type"] ?? "").startsWith("application/json"))
-      throw new HttpError(415, "a JSON body");
-    const text = await readBody(req);
-    let body: z.infer<typeof PickBody>;
-    try {
-      body = PickBody.parse(JSON.parse(text));
-    } catch {
-      throw new HttpError(400, 'a body {"shot": ID, "take": N}');
-    }
+    const body = await pickBody(req, token);
     if (!report) await refresh();
     const shot = group(report as Report, jobs).shots.find((s) => s.id === body.shot);
     if (!shot) throw new HttpError(400, `no shot ${body.shot} in this run`);
