@@ -27,8 +27,10 @@ function still(row: ReportJob, stills: ReadonlyMap<string, string>, label: strin
   return `<a class="frame" href="${open(key)}">${inner}</a>`;
 }
 
-function pickControl(shot: string, take: number, picked: boolean): string {
-  return `<label class="pick"><input type="radio" name="pick-${esc(shot)}" data-shot="${esc(shot)}" value="${take}"${picked ? " checked" : ""}> pick</label>`;
+function pickControl(shot: string, take: number, picked: boolean, stored: boolean): string {
+  // A take with no video cannot be put in the episode: shown, not offered.
+  const state = picked ? " checked" : stored ? "" : " disabled";
+  return `<label class="pick"><input type="radio" name="pick-${esc(shot)}" data-shot="${esc(shot)}" value="${take}"${state}> pick</label>`;
 }
 
 interface ThumbOptions {
@@ -40,7 +42,7 @@ interface ThumbOptions {
 }
 
 function thumb(row: ReportJob, o: ThumbOptions): string {
-  const pick = o.pick ? pickControl(o.pick.shot, o.pick.take, o.pick.picked) : "";
+  const pick = o.pick ? pickControl(o.pick.shot, o.pick.take, o.pick.picked, row.output !== null) : "";
   const picked = o.pick?.picked ? " data-picked" : "";
   return `<figure class="thumb" data-for="${esc(row.id)}" data-state="${esc(row.status)}"${o.pick ? ` data-take="${o.pick.take}"` : ""}${picked}>${still(row, o.stills, o.label, o.key)}<figcaption>${o.label ? `<span class="tk">${esc(o.label)}</span> ` : ""}<span class="badge ${esc(row.status)}">${esc(row.status)}</span> <span class="cost">${esc(cost(row))}</span></figcaption>${pick}</figure>`;
 }

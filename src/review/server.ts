@@ -229,8 +229,11 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
     const shot = group(report as Report, jobs).shots.find((s) => s.id === body.shot);
     if (!shot) throw new HttpError(400, `no shot ${body.shot} in this run`);
     const takes = shot.takes.map(takeNo);
-    if (!takes.includes(body.take))
+    const take = shot.takes[takes.indexOf(body.take)];
+    if (!take)
       throw new HttpError(400, `shot ${body.shot} has no take ${body.take} (takes ${takes.join(", ")})`);
+    if (!take.row.output)
+      throw new HttpError(400, `take ${body.take} of shot ${body.shot} has no video to pick`);
     // A broken picks.yaml is the producer's to fix: not overwritten by one pick.
     const picks = await readPicks(o.picksFile).catch((e: unknown) => {
       throw new HttpError(409, (e as Error).message);

@@ -126,14 +126,16 @@ browserTest(
 
     // From a file, the choices made here become the picks.yaml to download.
     await page.check('#grid input[data-shot="s04"][value="1"]');
-    await page.check('#grid input[data-shot="s08"][value="2"]');
+    // A take with no video is not offered.
+    expect(await page.isDisabled('#grid input[data-shot="s08"][value="2"]')).toBe(true);
+    await page.check('#grid input[data-shot="s12"][value="2"]');
     expect(await page.textContent("#picks-status")).toBe("2 shots picked");
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#picks-download")]);
     expect(download.suggestedFilename()).toBe("picks.yaml");
     const path = await download.path();
     const text = await readFile(path, "utf8");
-    expect(parsePicks(text, "picks.yaml")).toEqual({ s04: 1, s08: 2 });
-    expect(text).toContain("shots:\n  s04: 1\n  s08: 2\n");
+    expect(parsePicks(text, "picks.yaml")).toEqual({ s04: 1, s12: 2 });
+    expect(text).toContain("shots:\n  s04: 1\n  s12: 2\n");
 
     // The detail of a shot: its prompt, its line, its takes' players; the failed take's error.
     await page.click('#grid .tile[data-key="s08"] a.open');
