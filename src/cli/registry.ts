@@ -8,6 +8,7 @@ import { cancel } from "./commands/cancel/command.js";
 import { init } from "./commands/init/command.js";
 import { plan } from "./commands/plan/command.js";
 import { report } from "./commands/report/command.js";
+import { review } from "./commands/review/command.js";
 import { run } from "./commands/run/command.js";
 import { sandbox } from "./commands/sandbox/command.js";
 import { schema } from "./commands/schema/command.js";
@@ -24,6 +25,7 @@ export const COMMANDS: readonly Command[] = [
   run,
   status,
   report,
+  review,
   cancel,
   assemble,
   balance,

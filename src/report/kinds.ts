@@ -7,11 +7,13 @@ type JobKind = Job["kind"];
 interface KindFacts {
   /** The element that plays its output on the review page, and the word for that output. */
   media: "video" | "audio";
+  /** Whether its output gets a still for the review page's grid (a frame of the video). */
+  still: boolean;
 }
 
 export const KINDS: Readonly<Record<JobKind, KindFacts>> = {
-  video: { media: "video" },
-  speech: { media: "audio" },
+  video: { media: "video", still: true },
+  speech: { media: "audio", still: false },
 };
 
 /** One function per kind, each given the job as its own type. */

@@ -1,13 +1,14 @@
 // Writing the reports beside the outputs: report.json, report.md, junit.xml and report.html, and
 // the summary for GitHub Actions.
 import type { Job } from "../manifest/index.js";
+import { renderReviewPage } from "../review/page.js";
+import { pageInput } from "../review/page-input.js";
+import { picksPath } from "../review/picks.js";
 import type { Sink } from "../sinks/sink.js";
 import { reportJson } from "./json.js";
 import { junitXml } from "./junit.js";
 import { reportMarkdown } from "./markdown.js";
-import { mediaLinks } from "./media-links.js";
 import type { Report } from "./model.js";
-import { renderReviewPage } from "./review-page.js";
 import { appendStepSummary } from "./summary.js";
 
 interface WriteReportsOptions {
@@ -24,6 +25,14 @@ interface WriteReportsOptions {
    * beside what the report says became of them. Without them the page lists the report's rows.
    */
   jobs?: readonly Job[];
+  /** The manifest's path: report.html shows the picks of the picks.yaml beside it. */
+  manifestPath?: string | undefined;
+  /** The run's stop: the stills' ffmpeg ends with it. */
+  signal?: AbortSignal | undefined;
+  /** What could not be shown on report.html (a still, the picks): said, never a failure. */
+  onWarning?: ((message: string) => void) | undefined;
+  /** Make the stills of the videos for report.html's grid (default true). */
+  stills?: boolean;
 }
 
 /** The reports' folder in the sink: a shard's go to `reports/shards/I-of-N`. */
@@ -44,8 +53,15 @@ export async function writeReports(
     await sink.writeText(`${folder}/report.md`, reportMarkdown(report), "text/markdown"),
     await sink.writeText(`${folder}/junit.xml`, junitXml(report), "application/xml"),
   ];
-  const { links, expiresAt } = await mediaLinks(sink, report, folder);
-  const page = renderReviewPage({ report, jobs: options.jobs ?? [], links, linksExpireAt: expiresAt });
+  const { input, warnings } = await pageInput(sink, report, {
+    jobs: options.jobs ?? [],
+    folder,
+    picksFile: options.manifestPath ? picksPath(options.manifestPath) : undefined,
+    signal: options.signal,
+    stills: options.stills === false ? false : undefined,
+  });
+  for (const w of warnings) options.onWarning?.(w);
+  const page = renderReviewPage(input);
   uris.push(await sink.writeText(`${folder}/report.html`, page, "text/html; charset=utf-8"));
   if (env.GITHUB_STEP_SUMMARY && options.stepSummary !== false)
     await appendStepSummary(env.GITHUB_STEP_SUMMARY, report);

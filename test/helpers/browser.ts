@@ -70,6 +70,8 @@ export function watch(page: Page) {
 
 export interface MediaState {
   job: string;
+  /** A kept version's player: the version's uri (its job is then ""). */
+  version: string;
   tag: string;
   src: string;
   readyState: number;
@@ -97,6 +99,7 @@ export async function mediaStates(page: Page, timeoutMs = 30_000): Promise<Media
   return page.evaluate(() =>
     [...(globalThis as any).document.querySelectorAll("video, audio")].map((m: any) => ({
       job: String(m.dataset.job ?? ""),
+      version: String(m.dataset.version ?? ""),
       tag: String(m.tagName).toLowerCase(),
       src: String(m.currentSrc || m.getAttribute("src") || ""),
       readyState: Number(m.readyState),
@@ -106,11 +109,21 @@ export async function mediaStates(page: Page, timeoutMs = 30_000): Promise<Media
   );
 }
 
-/** The rows (`article`) the page shows now: the shot's id, or the job's for a row of its own. */
+/** The rows the grid shows now (its tiles): the shot's id, or the job's for a row of its own. */
 export function visibleRows(page: Page): Promise<string[]> {
   return page.evaluate(() =>
-    [...(globalThis as any).document.querySelectorAll("main article")]
+    [...(globalThis as any).document.querySelectorAll("#grid .tile")]
       .filter((a: any) => a.checkVisibility())
-      .map((a: any): string => a.dataset.shot ?? a.querySelector("[data-job]")?.dataset.job ?? "?"),
+      .map((a: any): string => a.dataset.key ?? "?"),
+  );
+}
+
+/** Each still of the grid: the take's job and whether the image decoded (its natural width). */
+export function stills(page: Page): Promise<Array<{ job: string; width: number }>> {
+  return page.evaluate(() =>
+    [...(globalThis as any).document.querySelectorAll("#grid .thumb")].map((f: any) => ({
+      job: String(f.dataset.for ?? ""),
+      width: Number(f.querySelector("img.still")?.naturalWidth ?? 0),
+    })),
   );
 }

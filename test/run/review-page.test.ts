@@ -8,7 +8,7 @@ import { pathToFileURL } from "node:url";
 import { expect } from "vitest";
 import type { Report } from "../../src/report/model.js";
 import { speechDurationMs } from "../../src/sandbox/media.js";
-import { browserTest, launch, mediaStates, visibleRows, watch } from "../helpers/browser.js";
+import { browserTest, launch, mediaStates, stills, visibleRows, watch } from "../helpers/browser.js";
 import { cli, type Line, runIn, type Shot, setup } from "./helpers.js";
 
 const SHOTS: Shot[] = [
@@ -78,17 +78,18 @@ browserTest(
     await page.goto(pathToFileURL(join(copy, "reports/report.html")).href);
 
     const media = await mediaStates(page);
+    const current = media.filter((m) => m.version === "");
     const speechSeconds = (id: string) => {
       const line = edited.find((l) => `line/${l.id}` === id) as Line;
       return speechDurationMs(line.text, (line.speed as number | undefined) ?? 1) / 1000;
     };
-    expect(media.map((m) => m.job).sort()).toEqual(
+    expect(current.map((m) => m.job).sort()).toEqual(
       report.jobs
         .filter((j) => j.output !== null)
         .map((j) => j.id)
         .sort(),
     );
-    for (const m of media) {
+    for (const m of current) {
       expect(m.src.startsWith(pathToFileURL(copy).href), `${m.job}: ${m.src}`).toBe(true);
       expect(m.readyState, `${m.job} did not load (error ${m.error}): ${m.src}`).toBeGreaterThanOrEqual(1);
       if (m.tag === "video") {
@@ -103,7 +104,19 @@ browserTest(
         );
       }
     }
-    expect(media.filter((m) => m.tag === "video")).toHaveLength(4);
+    expect(current.filter((m) => m.tag === "video")).toHaveLength(4);
+    // Kept versions (an edited row's earlier output) play too.
+    for (const m of media) expect(m.readyState, `${m.version}: ${m.src}`).toBeGreaterThanOrEqual(1);
+
+    // The grid: a still per stored take, decoded, and a placeholder for the failed one.
+    expect(await stills(page)).toEqual([
+      { job: "shot/s01", width: 320 },
+      { job: "shot/s02/take-1", width: 320 },
+      { job: "shot/s02/take-2", width: 320 },
+      { job: "shot/s03", width: 0 },
+      { job: "shot/s04", width: 320 },
+    ]);
+    expect(await page.locator('#grid .thumb[data-for="shot/s03"] .nostill').textContent()).toBe("no video");
 
     // Rows in the manifest's order; the line of no shot last.
     const all = ["s01", "s02", "s03", "s04", "line/n03"];
@@ -117,6 +130,17 @@ browserTest(
     expect(await filter("reused")).toEqual(["s01", "s02", "s04", "line/n03"]);
     expect(await page.textContent("#shown")).toBe("4 of 5 rows");
     expect(await filter("all")).toEqual(all);
+
+    // A tile opens its row's detail, alone; the back link returns to the grid.
+    await page.click('#grid .tile[data-key="s02"] a.open');
+    expect(await page.locator('article[data-shot="s02"]').isVisible()).toBe(true);
+    expect(await page.locator('article[data-shot="s01"]').isVisible()).toBe(false);
+    expect(await page.locator("#grid").isVisible()).toBe(false);
+    expect(await page.locator('article[data-shot="s02"] video').count()).toBe(2);
+    expect(await page.locator('article[data-shot="s02"] video').first().isVisible()).toBe(true);
+    await page.click('article[data-shot="s02"] a.back');
+    expect(await page.locator("#grid").isVisible()).toBe(true);
+    expect(await page.locator('article[data-shot="s02"]').isVisible()).toBe(false);
 
     // What a reviewer reads: the failure and its message as text, the resolution that was delivered.
     const s03 = page.locator('article[data-shot="s03"]');
@@ -136,12 +160,12 @@ browserTest(
     expect(await page.textContent("#run-status")).toBe("partial");
 
     // Each job's card shows the very status word report.json has for it, whatever the page says
-    // beside it; a reused job shows what it cost in the run that made it.
+    // beside it; a reused job shows what it cost in the run that made it. The grid shows every
+    // job's word at a glance, the detail the same word beside the rest.
     const shown = await page.evaluate(() =>
       [...(globalThis as any).document.querySelectorAll("main .job[data-job]")].map((el: any) => ({
         job: String(el.dataset.job),
         word: String(el.querySelector(".badge")?.textContent ?? ""),
-        visible: Boolean(el.querySelector(".badge")?.checkVisibility()),
         points: String(
           [...el.querySelectorAll(".fact")].find((f: any) => f.textContent.startsWith("points"))
             ?.textContent ?? "",
@@ -149,7 +173,15 @@ browserTest(
       })),
     );
     expect(Object.fromEntries(shown.map((x) => [x.job, x.word]))).toEqual(status);
-    expect(shown.every((x) => x.visible)).toBe(true);
+    const glance = await page.evaluate(() =>
+      [...(globalThis as any).document.querySelectorAll("#grid [data-for]")].map((el: any) => ({
+        job: String(el.dataset.for),
+        word: String(el.querySelector(".badge")?.textContent ?? ""),
+        visible: Boolean(el.querySelector(".badge")?.checkVisibility()),
+      })),
+    );
+    expect(Object.fromEntries(glance.map((x) => [x.job, x.word]))).toEqual(status);
+    expect(glance.every((x) => x.visible)).toBe(true);
     for (const j of report.jobs) {
       const card = shown.find((x) => x.job === j.id);
       expect(card?.points, j.id).toContain(`${j.spent_total} in all, ${j.points} this run`);

@@ -69,7 +69,7 @@ browserTest(
       expect(url.searchParams.get("X-Amz-Credential")).toMatch(/^S3RVER\//);
     }
     // The page says until when the links work: 7 days from when they were signed.
-    const expiry = /<time datetime="([^"]+)">/.exec(html)?.[1] ?? "";
+    const expiry = /id="links-expire">[^<]*<time datetime="([^"]+)"/.exec(html)?.[1] ?? "";
     expect(Date.parse(expiry)).toBeGreaterThanOrEqual(before + WEEK * 1000);
     expect(Date.parse(expiry)).toBeLessThanOrEqual(after + WEEK * 1000);
     expect(html).toMatch(/id="links-expire">Media links are presigned and work until/);

@@ -32,21 +32,28 @@ export const report = defineCommand<ReportArgs>({
     if (args.merge) {
       // Every shard, so no index is needed: N from --shards, --shard's N, or the store's folders.
       const total = args.shards ?? args.shard?.total ?? chosenShard(args, rt.env, true)?.total;
-      const { report, uris, missing } = await mergeReport({ ...common, total, signal: rt.signal });
+      const { report, uris, missing, warnings } = await mergeReport({ ...common, total, signal: rt.signal });
+      const notes = [
+        ...(missing.length > 0
+          ? [`warning: no report of shard ${missing.join(", ")}: see the merged report's note`]
+          : []),
+        ...warnings.map((w) => `warning: ${w}`),
+      ];
       return {
         code: ExitCode.Ok,
         json: report,
         text: uris.join("\n"),
-        ...(missing.length > 0
-          ? { notes: [`warning: no report of shard ${missing.join(", ")}: see the merged report's note`] }
-          : {}),
+        ...(notes.length > 0 ? { notes } : {}),
       };
     }
-    const { report, uris } = await rewriteReport({
+    const { report, uris, warnings } = await rewriteReport({
       ...common,
       state: args.state,
       shard: chosenShard(args, rt.env),
+      signal: rt.signal,
     });
-    return { code: ExitCode.Ok, json: report, text: uris.join("\n") };
+    // What report.html could not show (a still, the picks) is said, and is no failure.
+    const notes = warnings.map((w) => `warning: ${w}`);
+    return { code: ExitCode.Ok, json: report, text: uris.join("\n"), ...(notes.length > 0 ? { notes } : {}) };
   },
 });

@@ -19,6 +19,7 @@ export async function rewriteReport(o: {
   output?: string | undefined;
   s3?: S3ClientOptions;
   env: NodeJS.ProcessEnv;
+  signal?: AbortSignal | undefined;
 }) {
   const located = await locate(o.manifest, o.cwd, o);
   const { manifest, statePath } = located;
@@ -54,11 +55,15 @@ export async function rewriteReport(o: {
     // The run appended the GitHub step summary already: writing the reports again does not append
     // it a second time.
     let uris: string[];
+    const warnings: string[] = [];
     try {
       uris = await writeReports(sink, report, o.env, {
         stepSummary: false,
         folder: reportsFolder(located.shard),
         jobs: located.loaded.jobs,
+        manifestPath: manifest.path,
+        signal: o.signal,
+        onWarning: (w) => warnings.push(w),
       });
     } catch (error) {
       if (isFsError(error)) {
@@ -72,7 +77,7 @@ export async function rewriteReport(o: {
         throw new ExitError(error.unreachable ? ExitCode.Unreachable : ExitCode.Usage, error.message);
       throw error;
     }
-    return { report, uris };
+    return { report, uris, warnings };
   } finally {
     await lock?.release();
   }
@@ -109,8 +114,14 @@ export async function mergeReport(o: {
       ...(o.signal ? { signal: o.signal } : {}),
     });
     // The merge job has its own step summary: the whole run shows there.
-    const uris = await writeReports(sink, merged.report, o.env, { jobs: located.loaded.jobs });
-    return { ...merged, uris };
+    const warnings: string[] = [];
+    const uris = await writeReports(sink, merged.report, o.env, {
+      jobs: located.loaded.jobs,
+      manifestPath: manifest.path,
+      ...(o.signal ? { signal: o.signal } : {}),
+      onWarning: (w) => warnings.push(w),
+    });
+    return { ...merged, uris, warnings };
   } catch (error) {
     if (error instanceof MergeError) throw new ExitError(ExitCode.Usage, error.message);
     if (isFsError(error)) throw fsExit(error, { action: "merge the reports in", path: sink.uri("reports") });

@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Job, loadManifest } from "../../src/manifest/index.js";
 import { outputKey } from "../../src/manifest/outputs.js";
 import { countJobs, type Report, type ReportJob } from "../../src/report/model.js";
-import { esc, renderReviewPage } from "../../src/report/review-page.js";
+import { esc } from "../../src/review/escape.js";
+import { renderReviewPage } from "../../src/review/page.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
 
 const HOSTILE_PROMPT = `Night </script><script>alert(1)</script><img src=x onerror=alert(2)> "quoted" & 'single'`;
@@ -270,7 +271,13 @@ describe("renderReviewPage", () => {
     });
     expect(html).toContain("<title>x&lt;script&gt;: partial");
     expect(html).toContain("stopped &quot;by&quot; &lt;i&gt;me&lt;/i&gt;");
-    expect(html).toContain('<time datetime="2026-12-04T10:00:00.000Z">');
+    // Times in words, the ISO form in the title.
+    expect(html).toContain(
+      '<time datetime="2026-12-04T10:00:00.000Z" title="2026-12-04T10:00:00.000Z">4 Dec 2026, 10:00 UTC</time>',
+    );
+    expect(html).toContain(
+      'started <time datetime="2026-11-27T10:00:00.000Z" title="2026-11-27T10:00:00.000Z">27 Nov 2026, 10:00 UTC</time>',
+    );
     expect(esc("a\u0000sk-ml-abc\u0001def123456")).not.toContain("sk-ml-abcdef123456");
   });
 
@@ -304,6 +311,114 @@ describe("renderReviewPage", () => {
     expect(html).toContain('data-job="shot/gone"');
   });
 
+  it("opens on a grid: a tile per row, a still per take, status word and cost, lines as chips", () => {
+    const rows = standardRows();
+    const jpeg = "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQ==";
+    const stills = new Map([
+      ["/out/review/shots/s02-take-1.mp4", jpeg],
+      // Not a JPEG this program made: never put on the page.
+      ["/out/review/shots/s01.mp4", "data:image/svg+xml;base64,PHN2Zz4="],
+    ]);
+    const html = renderReviewPage({
+      report: report(rows),
+      jobs,
+      links: new Map(),
+      stills,
+      picks: { s02: 1 },
+    });
+    const grid = /<div id="grid">([\s\S]*?)<\/div>\n/.exec(html)?.[1] ?? "";
+    const tiles = [...grid.matchAll(/<div class="tile" data-key="([^"]*)" data-filters="([^"]*)"/g)].map(
+      (m) => [m[1], m[2]],
+    );
+    expect(tiles).toEqual([
+      ["s02", "failed generated reused"],
+      ["s01", "generated reused"],
+      ["s03", "generated"],
+      ["line/n03", "reused"],
+    ]);
+    // Each take: its still (or a placeholder), the status word and the cost; its tile opens the detail.
+    expect(grid).toContain(`<img class="still" alt="take 1" src="${jpeg}">`);
+    expect(grid.match(/<img /g)).toHaveLength(1);
+    expect(grid).not.toContain("svg+xml");
+    expect(grid).toContain('href="#open=s02"');
+    const takes = [
+      ...grid.matchAll(
+        /<figure class="thumb" data-for="([^"]*)" data-state="([^"]*)"[^>]*>[\s\S]*?<span class="badge ([^"]*)">([^<]*)<\/span> <span class="cost">([^<]*)</g,
+      ),
+    ].map((m) => `${m[1]} ${m[2]} ${m[4]} ${m[5]}`);
+    expect(takes).toEqual([
+      "shot/s02/take-1 skipped skipped 0 pts",
+      "shot/s02/take-2 failed failed 0 pts",
+      "shot/s01 succeeded succeeded 10 pts",
+      "shot/s03 succeeded succeeded 10 pts",
+    ]);
+    // Lines as chips with their status word; the loose line too.
+    const chips = [
+      ...grid.matchAll(
+        /<span class="chip" data-for="([^"]*)"[^>]*><span class="cid">([^<]*)<\/span> <span class="badge [^"]*">([^<]*)</g,
+      ),
+    ].map((m) => `${m[1]} ${m[2]} ${m[3]}`);
+    expect(chips).toEqual([
+      "line/n02 n02 succeeded",
+      "line/n04 n04 succeeded",
+      "line/n01 n01 skipped",
+      "line/n03 n03 skipped",
+    ]);
+    // The pick control, on the shot of two takes only, with picks.yaml's pick checked.
+    expect(grid.match(/type="radio"/g)).toHaveLength(2);
+    expect(grid).toContain('<input type="radio" name="pick-s02" data-shot="s02" value="1" checked>');
+    expect(grid).toMatch(/data-take="1" data-picked>/);
+    expect(html).toMatch(/data-job="shot\/s02\/take-1"[^>]*>[\s\S]*?<span class="picked">picked<\/span>/);
+    // From a file, picks are a download; no token, no request to any server.
+    expect(html).toContain('<a id="picks-download" download="picks.yaml"');
+    expect(html).not.toContain('<meta name="clapper-review-token"');
+    expect(html).not.toContain("connect-src");
+  });
+
+  it("shows kept versions with a player, their sha256 and time, and the episode with its captions", () => {
+    const rows = standardRows().map((r) =>
+      r.id === "shot/s01"
+        ? {
+            ...r,
+            versions: [
+              {
+                uri: "/out/review/shots/s01.v1.mp4",
+                sha256: "ef".repeat(32),
+                at: "2026-11-28T14:03:09.000Z",
+                bytes: 12,
+              },
+            ],
+          }
+        : r,
+    );
+    const html = renderReviewPage({
+      report: report(rows),
+      jobs,
+      links: new Map(),
+      versionLinks: new Map([["/out/review/shots/s01.v1.mp4", "../shots/s01.v1.mp4"]]),
+      episode: { href: "../episode.mp4", captions: "WEBVTT\n\n00:00.000 --> 00:01.000\nHello\n" },
+      serve: { token: "tok-123" },
+    });
+    const s01 = articles(html).find((a) => a.attrs.includes('data-shot="s01"'))?.body ?? "";
+    expect(s01).toContain(
+      '<video controls preload="metadata" data-version="/out/review/shots/s01.v1.mp4" src="../shots/s01.v1.mp4">',
+    );
+    expect(s01).toContain(`<code title="${"ef".repeat(32)}">efefefefefef</code>`);
+    expect(s01).toContain("28 Nov 2026, 14:03 UTC");
+    expect(s01).toContain('title="2026-11-28T14:03:09.000Z"');
+    const episode = /<section id="episode">([\s\S]*?)<\/section>/.exec(html)?.[1] ?? "";
+    expect(episode).toContain('src="../episode.mp4"');
+    const vtt =
+      /<track kind="captions" src="data:text\/vtt;base64,([^"]+)" srclang="en" label="Captions" default>/.exec(
+        episode,
+      );
+    expect(Buffer.from(vtt?.[1] ?? "", "base64").toString()).toContain("Hello");
+    // Served: the token is on the page, and the page may post to its own server only.
+    expect(html).toContain('<meta name="clapper-review-token" content="tok-123">');
+    expect(html).toContain("connect-src 'self'");
+    expect(html).not.toContain('id="picks-download"');
+  });
+
   it("renders 2,000 jobs well under a second", () => {
     const many: Job[] = [];
     const rows: ReportJob[] = [];
@@ -329,6 +444,7 @@ describe("renderReviewPage", () => {
     }
     expect(articles(html)).toHaveLength(1000);
     expect(html.match(/preload="metadata"/g)).toHaveLength(2000 - Math.ceil(1000 / 7));
+    console.log(`2,000 jobs: ${ms.toFixed(0)} ms`);
     expect(ms, `${ms.toFixed(0)} ms`).toBeLessThan(500);
   });
 });

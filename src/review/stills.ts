@@ -1,0 +1,203 @@
+// Stills for the review page's grid: one small JPEG per stored video (the current output and every
+// kept version), a frame at min(1 s, middle), kept beside the outputs in `stills/` so that the
+// next report reuses it. A still is remade only when its video's sha256 changes (stills/index.json
+// says which video each still was made from). A still that cannot be made is a warning and a
+// placeholder on the page, never a failed run or report.
+import { Readable } from "node:stream";
+import { FfmpegError, ffmpegBinary, runFfmpeg } from "../episode/ffmpeg-run.js";
+import { KINDS } from "../report/kinds.js";
+import type { Report } from "../report/model.js";
+import type { Sink } from "../sinks/sink.js";
+
+/** The grid shows stills 320 px wide (about 2x its 150 px tiles, sharp on a dense screen). */
+const WIDTH = 320;
+/** A 320 px JPEG is a few tens of kB; anything far larger is not one of ours. */
+const MAX_STILL_BYTES = 512 * 1024;
+const MAX_INDEX_BYTES = 4 * 1024 * 1024;
+/** One frame from a local file takes well under a second; an S3 read over a slow link takes longer. */
+const STILL_TIMEOUT_MS = 30_000;
+/**
+ * Presigned input links for ffmpeg live about as long as the still takes to make (its timeout): the
+ * link is on ffmpeg's command line, where others on the machine could read it while it runs.
+ */
+const INPUT_LINK_SECONDS = 120;
+/** Two ffmpegs at a time: the machine also runs the rest of the run. */
+const PARALLEL = 2;
+const INDEX_KEY = "stills/index.json";
+
+/** A stored video the page shows: its address, and what it holds. */
+interface VideoFile {
+  uri: string;
+  sha256: string;
+}
+
+export interface StillsOptions {
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number;
+  /** Where ffmpeg is; the packaged binary by default. */
+  binary?: () => string;
+}
+
+interface Stills {
+  /** Video uri -> the still as a `data:image/jpeg;base64,...` URI. */
+  images: Map<string, string>;
+  /** Video uri -> why it has no still. */
+  missing: Map<string, string>;
+  /** What people should know: stills that could not be made. */
+  warnings: string[];
+  made: number;
+  reused: number;
+}
+
+type Index = Record<string, { sha256: string; video: string }>;
+
+/** The videos of a report that get a still: each stored output, and each kept version. */
+function videosOf(report: Report): VideoFile[] {
+  const seen = new Set<string>();
+  const out: VideoFile[] = [];
+  const add = (f: VideoFile) => {
+    if (seen.has(f.uri)) return;
+    seen.add(f.uri);
+    out.push(f);
+  };
+  for (const job of report.jobs) {
+    if (!KINDS[job.kind].still) continue;
+    if (job.output) add(job.output);
+    for (const v of job.versions ?? []) add(v);
+  }
+  return out;
+}
+
+/** The key of `uri` in the sink, or undefined when it is stored elsewhere. */
+export function keyIn(sink: Sink, uri: string): string | undefined {
+  const root = sink.uri("").replace(/\/+$/, "");
+  if (!uri.startsWith(`${root}/`)) return undefined;
+  return uri.slice(root.length + 1);
+}
+
+/** `shots/s03-take-2.mp4` -> `stills/s03-take-2.jpg`; a version keeps its `.v1`. */
+export function stillKey(videoKey: string): string {
+  const base = videoKey.split("/").pop() ?? videoKey;
+  const stem = base.replace(/\.[^.]*$/, "");
+  // Outputs are unique by key, not by file name: a name seen in two folders keeps its folder.
+  const folder = videoKey.includes("/") ? videoKey.slice(0, videoKey.lastIndexOf("/")) : "";
+  const prefix = folder === "" || folder === "shots" ? "" : `${folder.replaceAll("/", "_")}_`;
+  return `stills/${prefix}${stem}.jpg`;
+}
+
+async function readIndex(sink: Sink): Promise<Index> {
+  try {
+    const text = await sink.readText(INDEX_KEY, MAX_INDEX_BYTES);
+    const parsed: unknown = text ? JSON.parse(text) : {};
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return {};
+    const index: Index = {};
+    for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
+      const v = value as { sha256?: unknown; video?: unknown } | null;
+      if (typeof v?.sha256 === "string" && typeof v.video === "string")
+        index[key] = { sha256: v.sha256, video: v.video };
+    }
+    return index;
+  } catch {
+    // A broken index only costs the stills being made again.
+    return {};
+  }
+}
+
+/** What ffmpeg reads the video from: a local path, or a presigned link to the object. */
+async function inputOf(sink: Sink, key: string): Promise<string> {
+  if (sink.localPath) return sink.localPath(key);
+  if (sink.presignMany) return (await sink.presignMany([key], INPUT_LINK_SECONDS)).urls[0] ?? "";
+  throw new Error("the output can be neither read locally nor linked");
+}
+
+/** One frame as a 320 px JPEG on stdout: at 1 s, or the first frame for a video shorter than 2 s. */
+async function frame(input: string, at: number, binary: string, o: StillsOptions): Promise<Buffer> {
+  const args = ["-nostdin", "-v", "error", "-ss", String(at), "-i", input, "-frames:v", "1"];
+  args.push("-vf", `scale=${WIDTH}:-2`, "-f", "image2pipe", "-c:v", "mjpeg", "-q:v", "5", "pipe:1");
+  const result = await runFfmpeg(args, {
+    binary,
+    timeoutMs: o.timeoutMs ?? STILL_TIMEOUT_MS,
+    signal: o.signal,
+    maxStdout: MAX_STILL_BYTES,
+  });
+  return result.stdout;
+}
+
+async function makeStill(input: string, binary: string, o: StillsOptions): Promise<Buffer> {
+  // Seeking past the end yields no frame (and exit 0): a video under 2 s has its middle before 1 s.
+  const at1 = await frame(input, 1, binary, o);
+  if (at1.length > 0) return at1;
+  const first = await frame(input, 0, binary, o);
+  if (first.length > 0) return first;
+  throw new Error("ffmpeg found no frame in it");
+}
+
+function reason(error: unknown): string {
+  if (error instanceof FfmpegError) return error.message;
+  return error instanceof Error ? error.message : String(error);
+}
+
+const dataUri = (jpeg: Buffer) => `data:image/jpeg;base64,${jpeg.toString("base64")}`;
+
+/**
+ * The stills of every video of the report, made where missing or out of date and written beside
+ * the outputs; each returned as a data: URI so the page stays one file.
+ */
+export async function makeStills(sink: Sink, report: Report, o: StillsOptions = {}): Promise<Stills> {
+  const result: Stills = { images: new Map(), missing: new Map(), warnings: [], made: 0, reused: 0 };
+  const videos = videosOf(report);
+  if (videos.length === 0) return result;
+  const index = await readIndex(sink);
+  const before = JSON.stringify(index);
+  let binary: string | undefined;
+  const fail = (video: VideoFile, why: string) => {
+    result.missing.set(video.uri, why);
+  };
+  const one = async (video: VideoFile) => {
+    const key = keyIn(sink, video.uri);
+    if (key === undefined) return fail(video, "it is stored outside this output");
+    const still = stillKey(key);
+    const known = index[still];
+    if (known?.sha256 === video.sha256 && known.video === key) {
+      const kept = await sink.readHead(still, MAX_STILL_BYTES).catch(() => undefined);
+      if (kept && kept.length > 0) {
+        result.images.set(video.uri, dataUri(kept));
+        result.reused++;
+        return;
+      }
+    }
+    try {
+      binary ??= (o.binary ?? ffmpegBinary)();
+      const jpeg = await makeStill(await inputOf(sink, key), binary, o);
+      await sink.write(still, Readable.from([jpeg]), { contentType: "image/jpeg" });
+      index[still] = { sha256: video.sha256, video: key };
+      result.images.set(video.uri, dataUri(jpeg));
+      result.made++;
+    } catch (error) {
+      // Stopped (an interrupted run): the page is still written, with what stills there are.
+      fail(video, reason(error));
+    }
+  };
+  const queue = [...videos];
+  const worker = async () => {
+    for (let v = queue.shift(); v; v = queue.shift()) {
+      const video = v;
+      // Whatever goes wrong with one still (a store that cannot read it back), the page is written.
+      await one(video).catch((error: unknown) => fail(video, reason(error)));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));
+  // One warning per reason: a missing ffmpeg is one problem, not one per video.
+  const byReason = new Map<string, string[]>();
+  for (const [uri, why] of result.missing) byReason.set(why, [...(byReason.get(why) ?? []), uri]);
+  for (const [why, uris] of byReason) {
+    const what = uris.length === 1 ? uris[0] : `${uris.length} videos (${uris[0]}, ...)`;
+    result.warnings.push(`no still of ${what}: ${why}`);
+  }
+  if (JSON.stringify(index) !== before) {
+    await sink.writeText(INDEX_KEY, `${JSON.stringify(index, null, 1)}\n`, "application/json").catch((e) => {
+      result.warnings.push(`the stills' index could not be written: ${reason(e)}`);
+    });
+  }
+  return result;
+}
