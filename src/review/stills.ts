@@ -4,7 +4,8 @@
 // says which video each still was made from). A still that cannot be made is a warning and a
 // placeholder on the page, never a failed run or report.
 import { Readable } from "node:stream";
-import { FfmpegError, ffmpegBinary, runFfmpeg } from "../episode/ffmpeg-run.js";
+import { findFfmpeg } from "../episode/ffmpeg-binary.js";
+import { FfmpegError, runFfmpeg } from "../episode/ffmpeg-run.js";
 import { KINDS } from "../report/kinds.js";
 import type { Report } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
@@ -34,8 +35,11 @@ interface VideoFile {
 export interface StillsOptions {
   signal?: AbortSignal | undefined;
   timeoutMs?: number;
-  /** Where ffmpeg is; the packaged binary by default. */
-  binary?: () => string;
+  /**
+   * Where ffmpeg is. By default the one `assemble` would run: CLAPPER_FFMPEG, then ffmpeg on PATH,
+   * then the packaged binary (src/episode/ffmpeg-binary.ts).
+   */
+  binary?: () => string | Promise<string>;
 }
 
 interface Stills {
@@ -149,7 +153,8 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   if (videos.length === 0) return result;
   const index = await readIndex(sink);
   const before = JSON.stringify(index);
-  let binary: string | undefined;
+  // Found once per page, when the first still is to be made: a page of reused stills runs no ffmpeg.
+  let binary: Promise<string> | undefined;
   const fail = (video: VideoFile, why: string) => {
     result.missing.set(video.uri, why);
   };
@@ -167,8 +172,10 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
       }
     }
     try {
-      binary ??= (o.binary ?? ffmpegBinary)();
-      const jpeg = await makeStill(await inputOf(sink, key), binary, o);
+      binary ??= Promise.resolve().then(
+        o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path),
+      );
+      const jpeg = await makeStill(await inputOf(sink, key), await binary, o);
       await sink.write(still, Readable.from([jpeg]), { contentType: "image/jpeg" });
       index[still] = { sha256: video.sha256, video: key };
       result.images.set(video.uri, dataUri(jpeg));

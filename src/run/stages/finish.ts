@@ -56,6 +56,9 @@ export async function finish(
     reportUris = await writeReports(sink, report, options.env ?? process.env, {
       folder: reportsFolder(shard),
       jobs,
+      manifestPath: located.manifest.path,
+      signal: ctx.signal,
+      onWarning: (message) => ctx.log.warn({ event: "report-warning" }, message),
     });
   } catch (error) {
     // The outcome still reaches the caller and the journal; the reports can be written again.
