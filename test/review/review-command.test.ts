@@ -12,7 +12,7 @@ import { expect } from "vitest";
 import { parsePicks } from "../../src/review/picks.js";
 import { browserTest, launch, mediaStates, watch } from "../helpers/browser.js";
 import { BIN } from "../run/harness.js";
-import { runIn, setup } from "../run/helpers.js";
+import { cli, runIn, setup } from "../run/helpers.js";
 
 /** `clapper review MANIFEST --json --port 0` started; resolves with its URL (its first line). */
 async function serve(
@@ -152,5 +152,17 @@ browserTest(
       child.kill("SIGTERM");
     }
     expect(await exited, stderr()).toBe(0);
+
+    // The pick made in the page is the take the episode is cut from.
+    const assembled = await cli(undefined, ["assemble", manifest, "--json"], {}, "silent");
+    expect(assembled.code, assembled.err).toBe(0);
+    const episode = JSON.parse(assembled.out) as {
+      takes: Array<{ shot: string; take: number; source: string }>;
+      shots: Array<{ job: string; sha256: string; uri: string }>;
+    };
+    expect(episode.takes).toContainEqual({ shot: "s02", take: 2, source: "pick" });
+    expect(episode.shots.map((x) => x.job)).toEqual(["shot/s01", "shot/s02/take-2"]);
+    const take2 = ran.outcome.report?.jobs.find((j) => j.id === "shot/s02/take-2");
+    expect(episode.shots[1]?.sha256).toBe(take2?.output?.sha256);
   },
 );
