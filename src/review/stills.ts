@@ -3,6 +3,9 @@
 // next report reuses it. A still is remade only when its video's sha256 changes (stills/index.json
 // says which video each still was made from). A still that cannot be made is a warning and a
 // placeholder on the page, never a failed run or report.
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Readable } from "node:stream";
 import { findFfmpeg } from "../episode/ffmpeg-binary.js";
 import { FfmpegError, runFfmpeg } from "../episode/ffmpeg-run.js";
@@ -24,6 +27,8 @@ const STILL_TIMEOUT_MS = 30_000;
 const INPUT_LINK_SECONDS = 120;
 /** Two ffmpegs at a time: the machine also runs the rest of the run. */
 const PARALLEL = 2;
+/** Videos per ffmpeg: enough that starting processes costs little, few enough that one slow input holds back few. */
+const BATCH = 24;
 const INDEX_KEY = "stills/index.json";
 
 /** A stored video the page shows: its address, and what it holds. */
@@ -136,9 +141,64 @@ async function makeStill(input: string, binary: string, o: StillsOptions): Promi
   throw new Error("ffmpeg found no frame in it");
 }
 
+/**
+ * The frame at 1 s of each input, by one ffmpeg: a process per still cost a large run more than the
+ * stills (a fork of the whole run each time). An input that gives no frame here (shorter than 2 s,
+ * or broken, or the whole batch refused) is left undefined, for makeStill to try on its own.
+ */
+async function batchFrames(
+  inputs: readonly string[],
+  binary: string,
+  o: StillsOptions,
+): Promise<Array<Buffer | undefined>> {
+  const dir = await mkdtemp(join(tmpdir(), "clapper-stills-"));
+  try {
+    const args = ["-nostdin", "-v", "error"];
+    for (const input of inputs) args.push("-ss", "1", "-i", input);
+    inputs.forEach((_, i) => {
+      args.push("-map", `${i}:v:0`, "-frames:v", "1", "-vf", `scale=${WIDTH}:-2`, "-q:v", "5");
+      args.push("-f", "image2", "-update", "1", join(dir, `${i}.jpg`));
+    });
+    const ran = await runFfmpeg(args, {
+      binary,
+      timeoutMs: (o.timeoutMs ?? STILL_TIMEOUT_MS) + inputs.length * 2000,
+      signal: o.signal,
+    }).then(
+      () => true,
+      (error: unknown) => {
+        // Stopped: nothing more is to be made. Any other failure: each input is tried alone.
+        if (o.signal?.aborted) throw error;
+        return false;
+      },
+    );
+    if (!ran) return inputs.map(() => undefined);
+    return await Promise.all(
+      inputs.map(async (_, i) => {
+        const jpeg = await readFile(join(dir, `${i}.jpg`)).catch(() => undefined);
+        return jpeg && jpeg.length > 0 && jpeg.length <= MAX_STILL_BYTES ? jpeg : undefined;
+      }),
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 function reason(error: unknown): string {
   if (error instanceof FfmpegError) return error.message;
   return error instanceof Error ? error.message : String(error);
+}
+
+/** `work` over `items`, at most `parallel` at a time; a failure of one is its own to report. */
+async function inTurn<T>(
+  items: readonly T[],
+  parallel: number,
+  work: (item: T) => Promise<unknown>,
+): Promise<void> {
+  const queue = [...items];
+  const worker = async () => {
+    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
+  };
+  await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, worker));
 }
 
 const dataUri = (jpeg: Buffer) => `data:image/jpeg;base64,${jpeg.toString("base64")}`;
@@ -158,42 +218,55 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   const fail = (video: VideoFile, why: string) => {
     result.missing.set(video.uri, why);
   };
-  const one = async (video: VideoFile) => {
+  const todo: Array<{ video: VideoFile; key: string }> = [];
+  const reuse = async (video: VideoFile) => {
     const key = keyIn(sink, video.uri);
     if (key === undefined) return fail(video, "it is stored outside this output");
-    const still = stillKey(key);
-    const known = index[still];
+    const known = index[stillKey(key)];
     if (known?.sha256 === video.sha256 && known.video === key) {
-      const kept = await sink.readHead(still, MAX_STILL_BYTES).catch(() => undefined);
+      const kept = await sink.readHead(stillKey(key), MAX_STILL_BYTES).catch(() => undefined);
       if (kept && kept.length > 0) {
         result.images.set(video.uri, dataUri(kept));
         result.reused++;
         return;
       }
     }
+    todo.push({ video, key });
+  };
+  // Whatever goes wrong with one still (a store that cannot read it back), the page is written.
+  await inTurn(videos, PARALLEL * 4, (video) =>
+    reuse(video).catch((error: unknown) => fail(video, reason(error))),
+  );
+  const keep = async (video: VideoFile, key: string, jpeg: Buffer) => {
+    await sink.write(stillKey(key), Readable.from([jpeg]), { contentType: "image/jpeg" });
+    index[stillKey(key)] = { sha256: video.sha256, video: key };
+    result.images.set(video.uri, dataUri(jpeg));
+    result.made++;
+  };
+  const batch = async (items: Array<{ video: VideoFile; key: string }>) => {
     try {
       binary ??= Promise.resolve().then(
         o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path),
       );
-      const jpeg = await makeStill(await inputOf(sink, key), await binary, o);
-      await sink.write(still, Readable.from([jpeg]), { contentType: "image/jpeg" });
-      index[still] = { sha256: video.sha256, video: key };
-      result.images.set(video.uri, dataUri(jpeg));
-      result.made++;
+      const ffmpeg = await binary;
+      const inputs = await Promise.all(items.map((item) => inputOf(sink, item.key)));
+      const frames = await batchFrames(inputs, ffmpeg, o);
+      for (const [i, item] of items.entries()) {
+        try {
+          const jpeg = frames[i] ?? (await makeStill(inputs[i] ?? "", ffmpeg, o));
+          await keep(item.video, item.key, jpeg);
+        } catch (error) {
+          fail(item.video, reason(error));
+        }
+      }
     } catch (error) {
-      // Stopped (an interrupted run): the page is still written, with what stills there are.
-      fail(video, reason(error));
+      // Stopped (an interrupted run), or no ffmpeg: the page is still written, with what stills there are.
+      for (const item of items) if (!result.images.has(item.video.uri)) fail(item.video, reason(error));
     }
   };
-  const queue = [...videos];
-  const worker = async () => {
-    for (let v = queue.shift(); v; v = queue.shift()) {
-      const video = v;
-      // Whatever goes wrong with one still (a store that cannot read it back), the page is written.
-      await one(video).catch((error: unknown) => fail(video, reason(error)));
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));
+  const batches: Array<Array<{ video: VideoFile; key: string }>> = [];
+  for (let i = 0; i < todo.length; i += BATCH) batches.push(todo.slice(i, i + BATCH));
+  await inTurn(batches, PARALLEL, batch);
   // One warning per reason: a missing ffmpeg is one problem, not one per video.
   const byReason = new Map<string, string[]>();
   for (const [uri, why] of result.missing) byReason.set(why, [...(byReason.get(why) ?? []), uri]);

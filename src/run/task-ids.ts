@@ -1,6 +1,7 @@
 // Whose task a task id is. Invariant: one task id, one attempt; a task the Idempotency-Key returned
 // from before this attempt's intent is a replay, paid for where it was made.
 import type { Attempt, RunState } from "../state/run-state.js";
+import { holdersOf } from "../state/task-index.js";
 import type { JobContext } from "./job-context.js";
 
 /**
@@ -32,14 +33,9 @@ export function holderOf(
   taskId: string,
   key: string,
 ): { job: string; attempt: Attempt } | undefined {
-  for (const st of Object.values(state.jobs)) {
-    for (const a of [...st.attempts, ...(st.previous ?? [])]) {
-      // The same key is the same request (an edit reverted while its first task still ran): the
-      // service answered it with the task it made, a replay, not another create's task.
-      if (a.taskId === taskId && a.key !== key) return { job: st.id, attempt: a };
-    }
-  }
-  return undefined;
+  // The same key is the same request (an edit reverted while its first task still ran): the
+  // service answered it with the task it made, a replay, not another create's task.
+  return holdersOf(state, taskId).find((h) => h.attempt.key !== key);
 }
 
 /**

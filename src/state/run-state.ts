@@ -1,5 +1,7 @@
 // The run's state and the journal records that change it. The reducer is the only code that
 // mutates state, so replaying the journal after a crash rebuilds exactly what was known.
+
+import { noteTask } from "./task-index.js";
 import { type KeptVersion, keepVersion, keptOf } from "./versions.js";
 
 export type JobKind = "video" | "speech";
@@ -508,6 +510,7 @@ function applyCreated(state: RunState, r: RecordOf<"created">): void {
   const a = r.previous ? job?.previous?.find((p) => p.n === r.n && p.spent === undefined) : attempt(job, r.n);
   if (a) {
     a.taskId = r.task_id;
+    noteTask(state, r.id, a);
     // The task is known: what was sent to learn it is needed no more.
     delete a.body;
   }

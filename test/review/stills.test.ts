@@ -2,9 +2,10 @@
 // one per video and version, kept in stills/, reused while the video's sha256 stays, made again
 // when it changes; a broken video or a missing ffmpeg leaves a warning, never an error.
 import { createHash } from "node:crypto";
-import { mkdir, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { findFfmpeg } from "../../src/episode/ffmpeg-binary.js";
 import type { Report, ReportJob } from "../../src/report/model.js";
 import { makeStills, stillKey } from "../../src/review/stills.js";
 import { makeMp4 } from "../../src/sandbox/media.js";
@@ -135,5 +136,32 @@ describe("stills", () => {
     expect(none.missing.size).toBe(2);
     // One reason, one warning.
     expect(none.warnings).toEqual([expect.stringMatching(/^no still of 2 videos .*cannot run ffmpeg/)]);
+  });
+
+  it("makes a large run's stills with a few ffmpeg processes, not one per video", async () => {
+    dir = await tempDir("clapper-stills-");
+    const root = join(dir.path, "out");
+    await mkdir(join(root, "shots"), { recursive: true });
+    const sink = new LocalSink(root);
+    // A wrapper that counts its runs, then is the real ffmpeg.
+    const real = (await findFfmpeg()).path;
+    const log = join(dir.path, "runs.log");
+    const wrapper = join(dir.path, "ffmpeg");
+    await writeFile(wrapper, `#!/bin/sh\necho run >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+    const jobs: ReportJob[] = [];
+    for (let i = 1; i <= 30; i++) {
+      // Every tenth is under 2 s: no frame at 1 s in the batch, so it is made on its own.
+      const mp4 = makeMp4(i % 10 === 0 ? 1 : 2 + (i % 4), 320, 180);
+      const key = `shots/s${String(i).padStart(2, "0")}.mp4`;
+      await writeFile(join(root, key), mp4);
+      jobs.push(job(`shot/s${i}`, sink.uri(key), mp4));
+    }
+    const made = await makeStills(sink, report(jobs), { binary: () => wrapper });
+    expect(made.warnings).toEqual([]);
+    expect([made.made, made.reused]).toEqual([30, 0]);
+    for (const j of jobs) expect(made.images.get(j.output?.uri ?? ""), j.id).toMatch(JPEG);
+    // Two batches (24 and 6), and the three short ones on their own (a try at 1 s, then the first frame).
+    const runs = (await readFile(log, "utf8")).trim().split("\n").length;
+    expect(runs).toBe(2 + 3 * 2);
   });
 });
