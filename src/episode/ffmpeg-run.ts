@@ -3,6 +3,7 @@
 // variable, PATH, or the one packaged in @ffmpeg-installer/ffmpeg, found here by ffmpegBinary).
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import { setPriority } from "node:os";
 
 type FfmpegFailure = "missing" | "failed" | "timeout" | "aborted";
 
@@ -44,6 +45,8 @@ interface RunFfmpegOptions {
   maxStdout?: number;
   /** Non-zero exits that are an answer, not a failure (`ffmpeg -i FILE` with no output exits 1). */
   acceptExit?: (code: number) => boolean;
+  /** A lower priority (a nice value, 1 to 19) for work done beside a run that should not slow it. */
+  nice?: number;
 }
 
 interface FfmpegResult {
@@ -81,6 +84,13 @@ export function runFfmpeg(args: readonly string[], o: RunFfmpegOptions): Promise
       // Its own process group is not needed: ffmpeg starts no children.
       windowsHide: true,
     });
+    if (o.nice && child.pid !== undefined) {
+      try {
+        setPriority(child.pid, o.nice);
+      } catch {
+        // Not allowed here (a container's policy): it runs at the run's own priority.
+      }
+    }
     const stop = (why: FfmpegFailure) => {
       if (ended || child.exitCode !== null) return;
       ended = why;

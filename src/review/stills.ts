@@ -29,6 +29,8 @@ const INPUT_LINK_SECONDS = 120;
 const PARALLEL = 2;
 /** Videos per ffmpeg: enough that starting processes costs little, few enough that one slow input holds back few. */
 const BATCH = 24;
+/** How long stills made during a run wait for more videos before a batch starts. */
+const GATHER_MS = 300;
 const INDEX_KEY = "stills/index.json";
 
 /** A stored video the page shows: its address, and what it holds. */
@@ -39,6 +41,8 @@ interface VideoFile {
 
 export interface StillsOptions {
   signal?: AbortSignal | undefined;
+  /** ffmpeg's nice value: stills made beside a run give way to it. */
+  nice?: number;
   timeoutMs?: number;
   /**
    * Where ffmpeg is. By default the one `assemble` would run: CLAPPER_FFMPEG, then ffmpeg on PATH,
@@ -127,6 +131,7 @@ async function frame(input: string, at: number, binary: string, o: StillsOptions
     binary,
     timeoutMs: o.timeoutMs ?? STILL_TIMEOUT_MS,
     signal: o.signal,
+    ...(o.nice ? { nice: o.nice } : {}),
     maxStdout: MAX_STILL_BYTES,
   });
   return result.stdout;
@@ -163,6 +168,7 @@ async function batchFrames(
       binary,
       timeoutMs: (o.timeoutMs ?? STILL_TIMEOUT_MS) + inputs.length * 2000,
       signal: o.signal,
+      ...(o.nice ? { nice: o.nice } : {}),
     }).then(
       () => true,
       (error: unknown) => {
@@ -186,6 +192,104 @@ async function batchFrames(
 function reason(error: unknown): string {
   if (error instanceof FfmpegError) return error.message;
   return error instanceof Error ? error.message : String(error);
+}
+
+type Queued = { video: VideoFile; key: string };
+
+/** Where a batch's stills go: the index of stills, the images made, and the videos that have none. */
+interface Book {
+  index: Index;
+  made?: Pick<Stills, "images" | "made">;
+  fail: (video: VideoFile, why: string) => void;
+}
+
+/** One batch of stills made and written beside the outputs, each recorded in the book. */
+async function makeBatch(
+  sink: Sink,
+  items: readonly Queued[],
+  findBinary: () => Promise<string>,
+  o: StillsOptions,
+  book: Book,
+): Promise<void> {
+  const kept = new Set<string>();
+  try {
+    const ffmpeg = await findBinary();
+    const inputs = await Promise.all(items.map((item) => inputOf(sink, item.key)));
+    const frames = await batchFrames(inputs, ffmpeg, o);
+    for (const [i, { video, key }] of items.entries()) {
+      try {
+        const jpeg = frames[i] ?? (await makeStill(inputs[i] ?? "", ffmpeg, o));
+        await sink.write(stillKey(key), Readable.from([jpeg]), { contentType: "image/jpeg" });
+        book.index[stillKey(key)] = { sha256: video.sha256, video: key };
+        kept.add(video.uri);
+        book.made?.images.set(video.uri, dataUri(jpeg));
+        if (book.made) book.made.made++;
+      } catch (error) {
+        book.fail(video, reason(error));
+      }
+    }
+  } catch (error) {
+    // Stopped (an interrupted run), or no ffmpeg: the page is still written, with what stills there are.
+    for (const item of items) if (!kept.has(item.video.uri)) book.fail(item.video, reason(error));
+  }
+}
+
+async function writeIndex(sink: Sink, index: Index): Promise<void> {
+  await sink.writeText(INDEX_KEY, `${JSON.stringify(index, null, 1)}\n`, "application/json");
+}
+
+/**
+ * Stills made while the run goes on, each video's as soon as it is stored, so that the page at the
+ * end reuses them instead of making them all then (a 1,000-shot run's stills took 20 s at its end).
+ * One ffmpeg at a time, in batches of what was stored meanwhile. What it could not make, the page's
+ * own pass (makeStills) makes or reports.
+ */
+export class StillsAsStored {
+  private readonly queue: Queued[] = [];
+  private running: Promise<void> | undefined;
+  private index: Index | undefined;
+  private binary: Promise<string> | undefined;
+  private settled = false;
+
+  constructor(
+    private readonly sink: Sink,
+    private readonly o: StillsOptions = {},
+  ) {}
+
+  /** A video stored: its still is made soon. */
+  add(video: VideoFile): void {
+    const key = keyIn(this.sink, video.uri);
+    if (this.settled || key === undefined) return;
+    this.queue.push({ video, key });
+    this.running ??= this.drain()
+      .catch(() => undefined)
+      .finally(() => {
+        this.running = undefined;
+      });
+  }
+
+  /** Stops taking videos and waits for the batch under way; the index is written. */
+  async settle(): Promise<void> {
+    this.settled = true;
+    await this.running;
+  }
+
+  private async drain(): Promise<void> {
+    this.index ??= await readIndex(this.sink);
+    const index = this.index;
+    const findBinary = () =>
+      (this.binary ??= Promise.resolve().then(
+        this.o.binary ?? (async () => (await findFfmpeg({ signal: this.o.signal })).path),
+      ));
+    while (!this.settled && this.queue.length > 0 && !this.o.signal?.aborted) {
+      // A moment for more to be stored: a batch of one would cost a process per still again.
+      await new Promise((resolve) => setTimeout(resolve, GATHER_MS));
+      if (this.settled) break;
+      const items = this.queue.splice(0, BATCH);
+      await makeBatch(this.sink, items, findBinary, this.o, { index, fail: () => {} });
+      await writeIndex(this.sink, index).catch(() => undefined);
+    }
+  }
 }
 
 /** `work` over `items`, at most `parallel` at a time; a failure of one is its own to report. */
@@ -218,7 +322,7 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   const fail = (video: VideoFile, why: string) => {
     result.missing.set(video.uri, why);
   };
-  const todo: Array<{ video: VideoFile; key: string }> = [];
+  const todo: Queued[] = [];
   const reuse = async (video: VideoFile) => {
     const key = keyIn(sink, video.uri);
     if (key === undefined) return fail(video, "it is stored outside this output");
@@ -237,36 +341,14 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   await inTurn(videos, PARALLEL * 4, (video) =>
     reuse(video).catch((error: unknown) => fail(video, reason(error))),
   );
-  const keep = async (video: VideoFile, key: string, jpeg: Buffer) => {
-    await sink.write(stillKey(key), Readable.from([jpeg]), { contentType: "image/jpeg" });
-    index[stillKey(key)] = { sha256: video.sha256, video: key };
-    result.images.set(video.uri, dataUri(jpeg));
-    result.made++;
-  };
-  const batch = async (items: Array<{ video: VideoFile; key: string }>) => {
-    try {
-      binary ??= Promise.resolve().then(
-        o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path),
-      );
-      const ffmpeg = await binary;
-      const inputs = await Promise.all(items.map((item) => inputOf(sink, item.key)));
-      const frames = await batchFrames(inputs, ffmpeg, o);
-      for (const [i, item] of items.entries()) {
-        try {
-          const jpeg = frames[i] ?? (await makeStill(inputs[i] ?? "", ffmpeg, o));
-          await keep(item.video, item.key, jpeg);
-        } catch (error) {
-          fail(item.video, reason(error));
-        }
-      }
-    } catch (error) {
-      // Stopped (an interrupted run), or no ffmpeg: the page is still written, with what stills there are.
-      for (const item of items) if (!result.images.has(item.video.uri)) fail(item.video, reason(error));
-    }
-  };
-  const batches: Array<Array<{ video: VideoFile; key: string }>> = [];
+  const findBinary = () =>
+    (binary ??= Promise.resolve().then(
+      o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path),
+    ));
+  const book: Book = { index, made: result, fail };
+  const batches: Queued[][] = [];
   for (let i = 0; i < todo.length; i += BATCH) batches.push(todo.slice(i, i + BATCH));
-  await inTurn(batches, PARALLEL, batch);
+  await inTurn(batches, PARALLEL, (items) => makeBatch(sink, items, findBinary, o, book));
   // One warning per reason: a missing ffmpeg is one problem, not one per video.
   const byReason = new Map<string, string[]>();
   for (const [uri, why] of result.missing) byReason.set(why, [...(byReason.get(why) ?? []), uri]);
@@ -275,7 +357,7 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
     result.warnings.push(`no still of ${what}: ${why}`);
   }
   if (JSON.stringify(index) !== before) {
-    await sink.writeText(INDEX_KEY, `${JSON.stringify(index, null, 1)}\n`, "application/json").catch((e) => {
+    await writeIndex(sink, index).catch((e) => {
       result.warnings.push(`the stills' index could not be written: ${reason(e)}`);
     });
   }

@@ -80,6 +80,7 @@ export class Collection {
       },
       { durable: true },
     );
+    this.c.onStored?.(job, written);
     const requested = service.requested(job);
     if (requested !== undefined && delivered !== requested)
       this.c.log.warn(

@@ -10,6 +10,7 @@ import type { VideoTask } from "../api/video.js";
 import { LocalLedger } from "../budget/ledger.js";
 import { acquireLock } from "../locks/file-lock.js";
 import type { Job } from "../manifest/index.js";
+import type { StillsAsStored } from "../review/stills.js";
 import { serviceFor } from "../services/index.js";
 import { Journal } from "../state/journal.js";
 import { isS3State } from "../state/location.js";
@@ -114,6 +115,8 @@ export class RunContext {
   readonly signal: AbortSignal;
   /** Every request of every job listens here: the signal, a lost lock, or a broken state. */
   readonly stop = new AbortController();
+  /** The review page's stills, made as videos are stored; settled before the reports are written. */
+  stills: StillsAsStored | undefined;
   /** The run's logger; once admitted, a child carrying the run's name and id. */
   log: Logger;
   /** A state write failed (a full disk): going on would lose track of what was paid for. */

@@ -41,6 +41,8 @@ export interface JobContext {
   fail: (error: unknown) => void;
   /** A call failed after every retry: the run decides whether the service is gone (then it ends `unreachable`). */
   unavailable?: (error: unknown) => void;
+  /** A result was stored (the review page's still of a video is made meanwhile). */
+  onStored?: (job: Job, output: { uri: string; sha256: string }) => void;
   /** The store cannot be reached: the run stops, state saved (it ends `unreachable`). */
   unreachable?: (error: unknown) => void;
 }

@@ -13,6 +13,8 @@ import {
   unfitted,
   type VideoJob,
 } from "../../manifest/index.js";
+import { KINDS } from "../../report/kinds.js";
+import { StillsAsStored } from "../../review/stills.js";
 import type { JobState } from "../../state/run-state.js";
 import { StateStoreError } from "../../state/s3-journal.js";
 import { SpeechPoller } from "../../tracking/speech-poller.js";
@@ -201,6 +203,16 @@ function jobRunner(
     ),
     exactSpeechPricing: maxPoints !== undefined,
     trackers,
+    onStored: (job, output) => {
+      if (!KINDS[job.kind].still) return;
+      if (!ctx.stills) {
+        const stills = new StillsAsStored(opened.sink, { signal: ctx.stop.signal, nice: 10 });
+        // Settled by finish before the reports; a run that ends otherwise leaves no ffmpeg behind.
+        ctx.defer(() => stills.settle());
+        ctx.stills = stills;
+      }
+      ctx.stills.add(output);
+    },
     ...(options.callback && listener
       ? { callback: { url: options.callback.url, token: listener.token } }
       : {}),

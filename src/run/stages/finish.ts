@@ -52,6 +52,7 @@ export async function finish(
     ...(stopMessage ? { stopMessage } : {}),
   });
   let reportUris: string[] | undefined;
+  await ctx.stills?.settle();
   try {
     reportUris = await writeReports(sink, report, options.env ?? process.env, {
       folder: reportsFolder(shard),
