@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { findFfmpeg } from "../../src/episode/ffmpeg-binary.js";
 import type { Report, ReportJob } from "../../src/report/model.js";
-import { makeStills, stillKey } from "../../src/review/stills.js";
+import { makeStills, StillsAsStored, stillKey } from "../../src/review/stills.js";
 import { makeMp4 } from "../../src/sandbox/media.js";
 import { LocalSink } from "../../src/sinks/local.js";
 import { type TempDir, tempDir } from "../fixtures/audio.js";
@@ -163,5 +163,41 @@ describe("stills", () => {
     // Two batches (24 and 6), and the three short ones on their own (a try at 1 s, then the first frame).
     const runs = (await readFile(log, "utf8")).trim().split("\n").length;
     expect(runs).toBe(2 + 3 * 2);
+  });
+
+  it("made as videos are stored, the page's pass reuses them; settled, it takes no more", async () => {
+    dir = await tempDir("clapper-stills-");
+    const root = join(dir.path, "out");
+    await mkdir(join(root, "shots"), { recursive: true });
+    const sink = new LocalSink(root);
+    const jobs: ReportJob[] = [];
+    const maker = new StillsAsStored(sink, { nice: 10 });
+    for (let i = 1; i <= 5; i++) {
+      const mp4 = makeMp4(2 + i, 320, 180);
+      const key = `shots/s0${i}.mp4`;
+      await writeFile(join(root, key), mp4);
+      jobs.push(job(`shot/s0${i}`, sink.uri(key), mp4));
+      maker.add({ uri: sink.uri(key), sha256: sha(mp4) });
+    }
+    // The batch starts after a moment for more to arrive, and writes the index when done.
+    await expect
+      .poll(
+        () =>
+          stat(join(root, "stills/index.json")).then(
+            () => true,
+            () => false,
+          ),
+        { timeout: 15_000 },
+      )
+      .toBe(true);
+    await maker.settle();
+    const late = makeMp4(2, 320, 180);
+    await writeFile(join(root, "shots/s09.mp4"), late);
+    maker.add({ uri: sink.uri("shots/s09.mp4"), sha256: sha(late) });
+    await maker.settle();
+    const page = await makeStills(sink, report(jobs));
+    expect(page.warnings).toEqual([]);
+    expect([page.made, page.reused]).toEqual([0, 5]);
+    await expect(stat(join(root, "stills/s09.jpg"))).rejects.toThrow();
   });
 });
