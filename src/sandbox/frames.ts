@@ -229,28 +229,36 @@ function layout(g: Geometry, task: VideoTask): Layout {
   const visibleCols = Math.floor(g.width / 16);
   const visibleRows = Math.floor(g.height / 16);
   const left = visibleCols > 4 ? 1 : 0;
-  const room = (visibleCols - left) * 16 - 2 * padding(scale);
+  const room = (visibleCols - left) * 16 - 3 * padding(scale);
   const maxChars = Math.min(PROMPT_CHARS, Math.floor(room / (GLYPH_ADVANCE * scale)));
   // One pixel row more than the text and its padding: the plain row at the bottom.
   const mbH = Math.ceil((GLYPH_ROWS * scale + 2 * padding(scale) + 1) / 16);
-  const sized = (chars: number, mbY: number, padLeft = padding(scale)): Box | undefined => {
+  const sized = (chars: number, mbY: number, padLeft = 2 * padding(scale)): Box | undefined => {
     const mbW = Math.ceil((chars * GLYPH_ADVANCE * scale + padLeft + padding(scale)) / 16);
     if (chars < 1 || mbY < 1 || mbY + mbH > visibleRows || left + mbW > visibleCols) return undefined;
     return { mbX: left, mbY, mbW, mbH, scale, padLeft };
   };
   // The last digit, the one that changes ten times a second, starts a macroblock column, so that
   // each change re-sends as few macroblocks as its glyph can span.
-  const lastDigit = (TIMECODE_CHARS - 1) * GLYPH_ADVANCE * scale + padding(scale);
-  const timecodePad = padding(scale) + ((16 - (lastDigit % 16)) % 16);
+  const lastDigit = (TIMECODE_CHARS - 1) * GLYPH_ADVANCE * scale + 2 * padding(scale);
+  const timecodePad = 2 * padding(scale) + ((16 - (lastDigit % 16)) % 16);
   const timecode = sized(TIMECODE_CHARS, visibleRows - mbH - (visibleRows > 8 ? 1 : 0), timecodePad);
   const promptY = Math.max(1, Math.round(visibleRows / 3));
   const out: [Box, string][] = [];
-  const texts = [printable(task.prompt, maxChars), printable(task.id, Math.min(TAG_CHARS, maxChars))];
+  const texts = [wordsThatFit(task.prompt, maxChars), printable(task.id, Math.min(TAG_CHARS, maxChars))];
   for (const [i, text] of texts.entries()) {
     const box = sized(text.length, promptY + i * mbH);
     if (box && (!timecode || box.mbY + box.mbH <= timecode.mbY)) out.push([box, text]);
   }
   return { boxes: out, timecode };
+}
+
+/** The start of the text that fits in `maxChars`, cut after a word when that keeps at least half. */
+function wordsThatFit(text: string, maxChars: number): string {
+  const start = printable(text, maxChars + 1);
+  if (start.length <= maxChars) return start;
+  const space = start.lastIndexOf(" ");
+  return space >= maxChars / 2 ? start.slice(0, space) : start.slice(0, maxChars);
 }
 
 /** A small deterministic generator (mulberry32) seeded from the task id's SHA-256. */
