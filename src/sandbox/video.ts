@@ -137,6 +137,7 @@ export class VideoService {
       ratio,
       width: size.width,
       height: size.height,
+      prompt: text,
       inputSeconds: Math.ceil(videoSeconds),
       inputImageCount: inputImageCount(req.content),
       useContextIr: req.use_context_ir === true,

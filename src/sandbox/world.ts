@@ -33,6 +33,8 @@ export interface VideoRecord {
   ratio: VideoRatio;
   width: number;
   height: number;
+  /** The request's text, which its result video shows the start of (absent in older saved states). */
+  prompt?: string;
   inputSeconds: number;
   inputImageCount: number;
   useContextIr: boolean;

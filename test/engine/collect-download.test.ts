@@ -27,7 +27,7 @@ const SPEC: ResultSpec = {
   maxBytes: 64 * 1024 * 1024,
   metadata: {},
 };
-const MP4 = makeMp4(1, 64, 64);
+const MP4 = await makeMp4(1, 64, 64);
 
 let root: string;
 beforeEach(async () => {

@@ -205,7 +205,7 @@ function patched(buf: Buffer, edit: (copy: Buffer) => void): Buffer {
   return copy;
 }
 
-const MP4 = makeMp4(4, 320, 240);
+const MP4 = await makeMp4(4, 320, 240);
 const MDAT = top(MP4, "mdat");
 const MOOV = top(MP4, "moov");
 // The generator's WAV: RIFF, fmt (16 bytes), data; 24 kHz mono 16-bit.
@@ -251,7 +251,7 @@ describe("mediaCheck: MP4", () => {
   });
 
   it("accepts a larger movie (1280x720, 6 s) through random chunks", async () => {
-    const mp4 = makeMp4(6, 1280, 720);
+    const mp4 = await makeMp4(6, 1280, 720);
     expect((await accepted(mp4, video(6))).seconds).toBeCloseTo(6, 3);
   });
 
@@ -648,14 +648,14 @@ describe("limits", () => {
     expect(w.passed).toBe(0);
   });
 
-  it("resultLimit: generous for the real sizes, ordered by tier, bounded", () => {
+  it("resultLimit: generous for the real sizes, ordered by tier, bounded", async () => {
     const tiers = ["480P", "768P", "1080P", "2K", "4K"] as const;
     const limits = tiers.map((tier) => resultLimit({ kind: "video", seconds: 6, tier }));
     expect([...limits].sort((a, b) => a - b)).toEqual(limits);
     expect(limits[0]).toBe(32 * MIB + 12 * MIB);
     expect(limits[4]).toBe(32 * MIB + 150 * MIB);
     expect(resultLimit({ kind: "video", seconds: 10, tier: "1080P" })).toBeGreaterThan(
-      makeMp4(10, 1920, 1080).length * 10,
+      (await makeMp4(10, 1920, 1080)).length * 10,
     );
 
     const text = "Hello there, this is a line of narration for the storyboard.";
@@ -676,7 +676,7 @@ describe("streaming", () => {
   it("checks a 200 MiB padded video with flat memory", async () => {
     setFlagsFromString("--expose-gc");
     const gc = runInNewContext("gc") as () => void;
-    const mp4 = makeMp4(6, 1280, 720);
+    const mp4 = await makeMp4(6, 1280, 720);
     const pad = 200 * MIB;
     const total = mp4.length + pad;
     const chunk = MIB;

@@ -163,8 +163,8 @@ async function tasksCreated(base: string): Promise<number> {
 describe("fetching materials", () => {
   it("fetches images, videos and audios; reference video durations are summed, then rounded up", async () => {
     const s = await start();
-    const a = makeMp4(2.5, 64, 48); // 60 frames: 2.5 s
-    const b = makeMp4(1.2, 64, 48); // 29 frames: 1.2083 s
+    const a = await makeMp4(2.5, 64, 48); // 60 frames: 2.5 s
+    const b = await makeMp4(1.2, 64, 48); // 29 frames: 1.2083 s
     expect(mp4Seconds(a)! + mp4Seconds(b)!).toBeCloseTo(3.708, 3);
     const f = await files({
       "/ref.png": { type: "image/png", data: png(640, 360) },
@@ -194,7 +194,7 @@ describe("fetching materials", () => {
 
   it("reads the duration of a Data URL video; a silent, whole-second video counts exactly", async () => {
     const s = await start();
-    const id = await createOk(s.url, [vid(dataUrl("video/mp4", makeMp4(6, 32, 32))), text("x")]);
+    const id = await createOk(s.url, [vid(dataUrl("video/mp4", await makeMp4(6, 32, 32))), text("x")]);
     expect((await getTask(s.url, id)).usage.input_seconds).toBe(6);
     // A file that is not a video counts 0 seconds (the spec is silent; the sandbox accepts it).
     const junk = await createOk(s.url, [vid(dataUrl("video/mp4", Buffer.from("not an mp4 at all")))]);

@@ -143,7 +143,10 @@ describe("makeMp4", () => {
   ];
 
   it.each(cases)("%ss at %ix%i has the right duration, size and codec", async (durationS, width, height) => {
-    const mp4 = makeMp4(durationS, width, height);
+    const mp4 = await makeMp4(durationS, width, height, {
+      id: "vtask_sizes",
+      prompt: "a lighthouse at dusk",
+    });
 
     const { format } = await parseBuffer(mp4, { mimeType: "video/mp4" });
     expect(format.container).toMatch(/avc1/);
@@ -158,43 +161,50 @@ describe("makeMp4", () => {
     const { profile, level } = avcProfileLevel(mp4);
     expect(profile).toBe(66);
     expect(level).toBeLessThanOrEqual(width * height > 3840 * 2160 ? 60 : 51);
-    // A keyframe every 2 s keeps seeking cheap.
-    expect(countSyncSamples(mp4)).toBe(Math.ceil(durationS / 2));
+    // A keyframe every 10 s: seeking decodes at most 239 almost empty P pictures.
+    expect(countSyncSamples(mp4)).toBe(Math.ceil(durationS / 10));
   });
 
-  it("picks a level that fits the frame size", () => {
-    expect(avcProfileLevel(makeMp4(1, 864, 480)).level).toBe(30);
-    expect(avcProfileLevel(makeMp4(1, 1920, 1080)).level).toBe(40);
-    expect(avcProfileLevel(makeMp4(1, 3840, 2160)).level).toBe(51);
+  it("picks a level that fits the frame size", async () => {
+    expect(avcProfileLevel(await makeMp4(1, 864, 480)).level).toBe(30);
+    expect(avcProfileLevel(await makeMp4(1, 1920, 1080)).level).toBe(40);
+    expect(avcProfileLevel(await makeMp4(1, 3840, 2160)).level).toBe(51);
     // 4K at 21:9: 315x135 macroblocks, over 5.1's MaxFS of 36,864.
-    expect(avcProfileLevel(makeMp4(1, 5040, 2160)).level).toBe(60);
-    expect(avcProfileLevel(makeMp4(1, 2160, 5040)).level).toBe(60);
+    expect(avcProfileLevel(await makeMp4(1, 5040, 2160)).level).toBe(60);
+    expect(avcProfileLevel(await makeMp4(1, 2160, 5040)).level).toBe(60);
   });
 
-  it("returns the cached Buffer for a repeated key", () => {
-    const a = makeMp4(4, 864, 480);
-    expect(makeMp4(4, 864, 480)).toBe(a);
-    expect(makeMp4(5, 864, 480)).not.toBe(a);
-    expect(makeMp4(4, 480, 864)).not.toBe(a);
+  it("returns the cached Buffer for a repeated key, and each task its own file", async () => {
+    const task = { id: "vtask_cache", prompt: "p" };
+    const a = await makeMp4(4, 864, 480, task);
+    expect(await makeMp4(4, 864, 480, task)).toBe(a);
+    expect(await makeMp4(5, 864, 480, task)).not.toBe(a);
+    expect(await makeMp4(4, 480, 864, task)).not.toBe(a);
+    expect((await makeMp4(4, 864, 480, { ...task, id: "vtask_other" })).equals(a)).toBe(false);
+    expect((await makeMp4(4, 864, 480, { ...task, prompt: "q" })).equals(a)).toBe(false);
   });
 
-  it("evicts the least recently used entry once the cache is full", () => {
-    const kept = makeMp4(1, 16, 16);
-    const dropped = makeMp4(1, 16, 18);
+  it("evicts the least recently used entry once the cache is full, and makes it again byte for byte", async () => {
+    const kept = await makeMp4(1, 16, 16);
+    const dropped = await makeMp4(1, 16, 18);
     for (let i = 0; i < 31; i++) {
       // Touching `kept` makes `dropped` the oldest entry.
-      makeMp4(1, 16, 16);
-      makeMp4(1, 18 + 2 * i, 16);
+      await makeMp4(1, 16, 16);
+      await makeMp4(1, 18 + 2 * i, 16);
     }
-    expect(makeMp4(1, 16, 16)).toBe(kept);
-    expect(makeMp4(1, 16, 18)).not.toBe(dropped);
+    expect(await makeMp4(1, 16, 16)).toBe(kept);
+    // Made again after a second has passed: the writer's clock must not reach the file.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const again = await makeMp4(1, 16, 18);
+    expect(again).not.toBe(dropped);
+    expect(again.equals(dropped)).toBe(true);
   });
 
-  it("rejects sizes H.264 cannot express here", () => {
-    expect(() => makeMp4(4, 865, 480)).toThrow(RangeError);
-    expect(() => makeMp4(4, 14, 480)).toThrow(RangeError);
+  it("rejects sizes H.264 cannot express here", async () => {
+    await expect(makeMp4(4, 865, 480)).rejects.toThrow(RangeError);
+    await expect(makeMp4(4, 14, 480)).rejects.toThrow(RangeError);
     // 512x512 macroblocks: over level 6's MaxFS of 139,264.
-    expect(() => makeMp4(4, 8192, 8192)).toThrow(RangeError);
-    expect(() => makeMp4(0, 864, 480)).toThrow(RangeError);
+    await expect(makeMp4(4, 8192, 8192)).rejects.toThrow(RangeError);
+    await expect(makeMp4(0, 864, 480)).rejects.toThrow(RangeError);
   });
 });

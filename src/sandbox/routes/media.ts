@@ -12,14 +12,17 @@ export const MEDIA_ROUTES: readonly Route[] = [
     method: "GET",
     path: "/_media/videos/:file",
     kind: "media",
-    handler: (c, s) => {
+    handler: async (c, s) => {
       const file = param(c, "file");
       if (s.world.verify(`/_media/videos/${file}`, c.query) !== "ok")
         return denied(c, "signature invalid or expired");
       const task = s.video.media(file.replace(/\.mp4$/, ""));
       if (task?.status !== "succeeded") return missing(c);
       if (injectedMediaFault(c, s.media)) return undefined;
-      const mp4 = makeMp4(task.duration, task.width, task.height);
+      const mp4 = await makeMp4(task.duration, task.width, task.height, {
+        id: task.id,
+        prompt: task.prompt ?? "",
+      });
       if (s.media.video_pad_bytes >= 8) return sendPadded(c, mp4, s.media.video_pad_bytes);
       return sendMedia(c, mp4, "video/mp4");
     },
