@@ -53,7 +53,7 @@ async function fortyShots(): Promise<{ page: string; manifest: string; jobs: Job
   expect(loaded.errors).toEqual([]);
   const root = join(dir.path, "out", "grid");
   const sink = new LocalSink(root);
-  const video = makeMp4(4, 640, 360);
+  const video = await makeMp4(4, 640, 360);
   const audio = makeWav(1500);
   const rows: ReportJob[] = [];
   for (const job of loaded.jobs) {

@@ -61,9 +61,9 @@ describe("stills", () => {
     const root = join(dir.path, "out");
     await mkdir(join(root, "shots"), { recursive: true });
     const sink = new LocalSink(root);
-    const a = makeMp4(4, 640, 360);
-    const short = makeMp4(1, 640, 360);
-    const old = makeMp4(3, 320, 180);
+    const a = await makeMp4(4, 640, 360);
+    const short = await makeMp4(1, 640, 360);
+    const old = await makeMp4(3, 320, 180);
     await writeFile(join(root, "shots/s01.mp4"), a);
     await writeFile(join(root, "shots/s02.mp4"), short);
     await writeFile(join(root, "shots/s01.v1.mp4"), old);
@@ -87,7 +87,7 @@ describe("stills", () => {
     expect(await mtime("stills/s01.jpg")).toBe(s01At);
 
     // s01 generated again: a different video under the same name.
-    const b = makeMp4(5, 640, 360);
+    const b = await makeMp4(5, 640, 360);
     await writeFile(join(root, "shots/s01.mp4"), b);
     const changed = [
       job("shot/s01", sink.uri("shots/s01.mp4"), b, { versions: jobs[0]?.versions }),
@@ -98,7 +98,7 @@ describe("stills", () => {
     expect(await mtime("stills/s01.jpg")).toBeGreaterThan(s01At);
 
     // A stopped run still writes its page: stills kept are reused, none is made, nothing throws.
-    const c = makeMp4(3, 640, 360);
+    const c = await makeMp4(3, 640, 360);
     await writeFile(join(root, "shots/s01.mp4"), c);
     const stopped = await makeStills(
       sink,
@@ -121,7 +121,7 @@ describe("stills", () => {
     expect(one.warnings).toHaveLength(1);
     expect(one.warnings[0]).toMatch(/^no still of .*s09\.mp4: ffmpeg exited with code 1/);
 
-    const good = makeMp4(4, 640, 360);
+    const good = await makeMp4(4, 640, 360);
     await writeFile(join(root, "shots/s01.mp4"), good);
     await writeFile(join(root, "shots/s02.mp4"), good);
     const none = await makeStills(
@@ -151,7 +151,7 @@ describe("stills", () => {
     const jobs: ReportJob[] = [];
     for (let i = 1; i <= 30; i++) {
       // Every tenth is under 2 s: no frame at 1 s in the batch, so it is made on its own.
-      const mp4 = makeMp4(i % 10 === 0 ? 1 : 2 + (i % 4), 320, 180);
+      const mp4 = await makeMp4(i % 10 === 0 ? 1 : 2 + (i % 4), 320, 180);
       const key = `shots/s${String(i).padStart(2, "0")}.mp4`;
       await writeFile(join(root, key), mp4);
       jobs.push(job(`shot/s${i}`, sink.uri(key), mp4));
@@ -173,7 +173,7 @@ describe("stills", () => {
     const jobs: ReportJob[] = [];
     const maker = new StillsAsStored(sink, { nice: 10 });
     for (let i = 1; i <= 5; i++) {
-      const mp4 = makeMp4(2 + i, 320, 180);
+      const mp4 = await makeMp4(2 + i, 320, 180);
       const key = `shots/s0${i}.mp4`;
       await writeFile(join(root, key), mp4);
       jobs.push(job(`shot/s0${i}`, sink.uri(key), mp4));
@@ -191,7 +191,7 @@ describe("stills", () => {
       )
       .toBe(true);
     await maker.settle();
-    const late = makeMp4(2, 320, 180);
+    const late = await makeMp4(2, 320, 180);
     await writeFile(join(root, "shots/s09.mp4"), late);
     maker.add({ uri: sink.uri("shots/s09.mp4"), sha256: sha(late) });
     await maker.settle();
