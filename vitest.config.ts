@@ -7,9 +7,6 @@ import { defineConfig } from "vitest/config";
 const TIMED = [
   "test/run/coordinator.test.ts",
   "test/run/crash.test.ts",
-  "test/run/busy-kill.test.ts",
-  "test/review/review-command.test.ts",
-  "test/run/versions-kill.test.ts",
   "test/metrics/rate-limited.test.ts",
   "test/metrics/pushgateway.test.ts",
   "test/run/killloop.test.ts",

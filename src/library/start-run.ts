@@ -45,6 +45,8 @@ export interface RunSettings {
   retryFailed?: boolean | undefined;
   /** Forget earlier state and results; generate everything anew. */
   fresh?: boolean | undefined;
+  /** Stills of the videos for report.html's grid, made with ffmpeg beside the run (default true). */
+  stills?: boolean | undefined;
   /** Rebuild a damaged state file from its readable lines, then run. */
   repairState?: boolean | undefined;
   /** Attempts per job (default 2). */
@@ -263,6 +265,7 @@ function runOptions(
     ...(s.maxAttempts !== undefined ? { maxAttempts: s.maxAttempts } : {}),
     retryFailed: s.retryFailed ?? false,
     fresh: s.fresh ?? false,
+    ...(s.stills === false ? { stills: false } : {}),
     ...(s.repairState ? { repairState: true } : {}),
     track,
     ...(s.output ? { output: s.output } : {}),

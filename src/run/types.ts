@@ -142,6 +142,8 @@ export interface RunOptions {
   only?: string[];
   retryFailed?: boolean;
   fresh?: boolean;
+  /** `--no-stills`: report.html without stills (no ffmpeg beside the run); `clapper report` can make them later. */
+  stills?: boolean;
   /** `--repair-state`: rebuild a damaged state from its readable lines (see state/repair.ts). */
   repairState?: boolean;
   /** Attempts per job in one run, the first included. */

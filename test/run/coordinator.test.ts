@@ -27,7 +27,9 @@ const HAVE_REDIS = redisAvailable();
 const SEED = Number(process.env.CLAPPER_KILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const random = rng(SEED);
 const between = (lo: number, hi: number) => Math.floor(lo + random() * (hi - lo + 1));
-const FLAGS = ["--log-format", "json", "--poll-interval", "0.05", "--max-attempts", "1"];
+// No stills: the runs here are about the shared rate and pool, and an ffmpeg beside them would only
+// take CPU from the pacing they measure.
+const FLAGS = ["--log-format", "json", "--poll-interval", "0.05", "--max-attempts", "1", "--no-stills"];
 
 /** `n` 768P 4 s shots (40 points each), their prompts marked by `tag` so no two runs share a task. */
 function shotsManifest(name: string, n: number, extra: string[] = []): string {

@@ -53,6 +53,10 @@ describe("a run to S3", () => {
         `${prefix}/reports/report.html`,
         `${prefix}/reports/report.json`,
         `${prefix}/reports/report.md`,
+        // The review page's stills, one per video, and the index of what each was made from.
+        `${prefix}/stills/index.json`,
+        `${prefix}/stills/s01.jpg`,
+        `${prefix}/stills/s02.jpg`,
       ].sort(),
     );
     expect(outcome.reportUris).toEqual([
@@ -91,10 +95,11 @@ describe("a run to S3", () => {
     expect((junit?.text.match(/<testcase /g) ?? []).length).toBe(4);
     // Nothing was written locally: the output is S3 alone (beside the manifest: itself and the state).
     expect((await readdir(w.dir)).sort()).toEqual([".clapper", "manifest.yaml"]);
-    // One multipart-or-single upload and one metadata copy per result; no staging (no materials).
-    expect(store.requests.filter((r) => r.copy && r.path.startsWith(`/clapper-out/${prefix}/`))).toHaveLength(
-      4,
-    );
+    // One multipart-or-single upload and one metadata copy per result (the stills are the page's, not
+    // results); no staging (no materials).
+    const results = (path: string) =>
+      path.startsWith(`/clapper-out/${prefix}/`) && !path.includes("/stills/");
+    expect(store.requests.filter((r) => r.copy && results(r.path))).toHaveLength(4);
     expect(store.puts(`${prefix}/_staging`)).toHaveLength(0);
     const st = await s.stats();
     expect(created(st)).toBe(4);
@@ -122,6 +127,8 @@ describe("configuration through the AWS SDK's own chain", () => {
       "chain-runs/chain/reports/report.json",
       "chain-runs/chain/reports/report.md",
       "chain-runs/chain/shots/s01.mp4",
+      "chain-runs/chain/stills/index.json",
+      "chain-runs/chain/stills/s01.jpg",
     ]);
     // Credentials the store does not know are refused (s3rver checks the access key id, not V4
     // signatures): the run cannot store anything and says so.
@@ -187,11 +194,12 @@ describe("re-runs trust S3", () => {
       expect(job.output?.bytes).toBe(head?.bytes);
       expect(job.output?.sha256).toBe(head?.metadata.sha256);
     }
-    // The outputs were left as they were (only the reports were written again).
+    // The outputs were left as they were (only the reports, and the page's stills, were written again).
+    const page = (key: string) => key.includes("/reports/") || key.includes("/stills/");
     const after = await store.list(prefix);
-    expect(after.filter((o) => !o.key.includes("/reports/"))).toEqual(
+    expect(after.filter((o) => !page(o.key))).toEqual(
       before
-        .filter((o) => !o.key.includes("/reports/"))
+        .filter((o) => !page(o.key))
         .map((o) => (o.key.endsWith("s02.mp4") ? { ...o, bytes: s02?.bytes } : o)),
     );
 

@@ -204,7 +204,7 @@ function jobRunner(
     exactSpeechPricing: maxPoints !== undefined,
     trackers,
     onStored: (job, output) => {
-      if (!KINDS[job.kind].still) return;
+      if (!KINDS[job.kind].still || ctx.options.stills === false) return;
       if (!ctx.stills) {
         const stills = new StillsAsStored(opened.sink, { signal: ctx.stop.signal, nice: 10 });
         // Settled by finish before the reports; a run that ends otherwise leaves no ffmpeg behind.

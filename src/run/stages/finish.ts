@@ -58,6 +58,7 @@ export async function finish(
       folder: reportsFolder(shard),
       jobs,
       manifestPath: located.manifest.path,
+      ...(options.stills === false ? { stills: false } : {}),
       signal: ctx.signal,
       onWarning: (message) => ctx.log.warn({ event: "report-warning" }, message),
     });

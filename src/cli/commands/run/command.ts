@@ -40,6 +40,7 @@ export interface RunArgs extends ShardArgs {
   deadline?: Date | undefined;
   coordinator?: CoordinatorUrl | undefined;
   "metrics-file"?: string | undefined;
+  stills: boolean;
   pushgateway?: string | undefined;
 }
 
@@ -88,6 +89,15 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
   ],
   ["only", { type: "string", describe: "comma-separated job or row ids (shot/s01,line/n02,s03)" }],
   ["retry-failed", { type: "boolean", default: false, describe: "try failed and cancelled jobs again" }],
+  [
+    "stills",
+    {
+      type: "boolean",
+      default: true,
+      describe:
+        "make a still of each video for report.html's grid (ffmpeg); --no-stills leaves them to `clapper report`",
+    },
+  ],
   [
     "fresh",
     {
@@ -232,7 +242,7 @@ const RUN_FLAGS: ReadonlyArray<readonly [string, OptionSpec]> = [
 /** `run --help`'s groups of flags: every flag of the command in one of them. */
 const RUN_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
   ["What to run:", ["only", "retry-failed", "fresh", "repair-state"]],
-  ["Where results and state go:", ["output", "state", "staging", "s3-endpoint", "s3-path-style"]],
+  ["Where results and state go:", ["output", "state", "staging", "s3-endpoint", "s3-path-style", "stills"]],
   ["Spending and stopping:", ["max-points", "max-attempts", "max-failures", "deadline"]],
   [
     "The services:",

@@ -150,6 +150,7 @@ function runSettings(args: RunArgs, global: RunCommandIo["global"], shard: Shard
     ...(args.only ? { only: onlyIds(args.only) } : {}),
     retryFailed: args["retry-failed"],
     fresh: args.fresh,
+    stills: args.stills,
     repairState: args["repair-state"],
     maxAttempts: args["max-attempts"],
     rps: args.rps?.rps,
