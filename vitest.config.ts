@@ -41,7 +41,7 @@ export default defineConfig({
           name: "parallel",
           include: ["test/**/*.test.ts"],
           exclude: TIMED,
-          maxWorkers: 2,
+          maxWorkers: 3,
           sequence: { groupOrder: 0 },
         },
       },

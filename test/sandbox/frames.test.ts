@@ -257,7 +257,9 @@ browserTest("Chromium plays a sandbox video: it advances and shows more than one
       return { size: [canvas.width, canvas.height], count: seen.size };
     });
     expect(colours.size).toEqual([864, 480]);
-    expect(colours.count).toBeGreaterThan(8);
+    // Not one flat picture: at least three bands (the fewest a task draws), whatever the task's style
+    // (flat bands give a handful of colours, gradients hundreds).
+    expect(colours.count).toBeGreaterThanOrEqual(3);
     expect(seen.problems).toEqual([]);
   } finally {
     // The browser keeps its connections open; close waits for them otherwise.
