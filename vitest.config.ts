@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 // Tests that measure time (request rates, polling paces, leases, start-up) or kill processes at
 // chosen moments run one file at a time, after the rest, so that no other test's load bends what
 // they measure. The others (most of them waiting on child processes and sockets, not on the CPU)
-// run two files at a time: the CI machines have two cores.
+// run three files at a time on the CI machines' two cores: they wait more than they compute.
 const TIMED = [
   "test/run/coordinator.test.ts",
   "test/run/crash.test.ts",
