@@ -10,7 +10,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { acquireLock, LockHeldError } from "../locks/file-lock.js";
 import { processAlive } from "../locks/process-alive.js";
-import { PicksError, picksPath } from "../review/picks.js";
+import { type Pick, PicksError, picksPath } from "../review/picks.js";
 import { LocalSink } from "../sinks/local.js";
 import type { S3ClientOptions } from "../sinks/s3.js";
 import { OutputError, type Sink } from "../sinks/sink.js";
@@ -88,8 +88,10 @@ export async function assembleEpisode(o: AssembleOptions): Promise<AssembleAnswe
   };
   if (!located.loaded.jobs.some(isShot))
     throw new EpisodeError("refused", `${manifest.display} has no shots: there is no episode to assemble`);
-  const picks = await readPicksOf(located);
+  let picks = await readPicksOf(located);
   const state0 = await readStates();
+  // A picked version is checked against the versions the run kept, told at its line in picks.yaml.
+  if (Object.values(picks).some((p) => p.version !== undefined)) picks = await readPicksOf(located, state0);
   // Nothing recorded: no run was ever made from this state.
   if (state0.run === undefined && Object.keys(state0.jobs).length === 0) {
     throw new EpisodeError(
@@ -111,9 +113,9 @@ export async function assembleEpisode(o: AssembleOptions): Promise<AssembleAnswe
 }
 
 /** picks.yaml beside the manifest, checked against its shots (a PicksError names line and field). */
-async function readPicksOf(located: LocatedRun): Promise<Record<string, number>> {
+async function readPicksOf(located: LocatedRun, state?: RunState): Promise<Record<string, Pick>> {
   try {
-    return await readShotPicks(located.manifest.path, located.loaded.jobs);
+    return await readShotPicks(located.manifest.path, located.loaded.jobs, state);
   } catch (error) {
     if (error instanceof PicksError) throw error;
     throw new EpisodeFileError(error, "read the picks in", picksPath(located.manifest.path));
@@ -140,7 +142,7 @@ async function lockRun(places: readonly LocatedRun[]): Promise<Held[]> {
 async function assembleLocked(
   o: AssembleOptions,
   state: RunState,
-  picks: Readonly<Record<string, number>>,
+  picks: Readonly<Record<string, Pick>>,
   started: number,
 ): Promise<AssembleAnswer> {
   const { manifest } = o.places[0] as LocatedRun;
@@ -149,10 +151,12 @@ async function assembleLocked(
   const jobs = [...(o.places[0] as LocatedRun).loaded.jobs];
   await fitFromState(jobs, state);
   const takes = takesUsed(jobs, settings.takes, picks);
-  const chosen = chooseInputs(jobs, state, {
-    ...settings,
-    takes: Object.fromEntries(takes.map((t) => [t.shot, t.take])),
-  });
+  const chosen = chooseInputs(
+    jobs,
+    state,
+    { ...settings, takes: Object.fromEntries(takes.map((t) => [t.shot, t.take])) },
+    Object.fromEntries(takes.flatMap((t) => (t.version === undefined ? [] : [[t.shot, t.version]]))),
+  );
   // The captions' words are the lines' spoken text (their audio's sha256 follows it too).
   const texts = new Map(jobs.flatMap((j) => (isLine(j) ? [[j.id, j.request.text] as const] : [])));
   if (chosen.refusals.length > 0) throw refusedInputs(chosen, state, manifest);

@@ -7,8 +7,10 @@ import stableStringify from "safe-stable-stringify";
 import type { Job, SpeechJob, Timing, VideoJob } from "../manifest/index.js";
 import { outputKey } from "../manifest/index.js";
 import type { JobState, RunState } from "../state/run-state.js";
+import { versionName } from "../state/versions.js";
 import { isLine, isShot, PART } from "./parts.js";
 import type { AssembleSettings } from "./settings.js";
+import { versionNumber } from "./takes.js";
 
 /** A stored output the episode is made from, as the state records it. */
 export interface Stored {
@@ -25,6 +27,8 @@ export interface Stored {
 
 export interface ChosenShot extends Stored {
   take: number;
+  /** The kept version of the take picked instead of its current output (the N of `.vN`). */
+  version?: number;
   lines: Stored[];
 }
 
@@ -63,12 +67,36 @@ function storedOf(job: Job, st: JobState | undefined): Stored | Refusal {
   };
 }
 
+/** Kept version `n` of `job`, as the state records it, or why it cannot be used. */
+function keptOf(job: Job, st: JobState | undefined, n: number): Stored | Refusal {
+  const kept = st?.versions?.find((v) => versionNumber(v.uri) === n);
+  if (!kept)
+    return { job: job.id, reason: `${PART[job.kind]} ${job.rowId} (${job.id}) has no kept version ${n}` };
+  const key = outputKey(job);
+  return {
+    id: job.rowId,
+    job: job.id,
+    fingerprint: job.fingerprint,
+    uri: kept.uri,
+    bytes: kept.bytes,
+    sha256: kept.sha256,
+    // Beside the job's output, under the version's own name (`shots/s02.v1.mp4`).
+    key: `${key.slice(0, key.lastIndexOf("/") + 1)}${versionName(kept.uri)}`,
+  };
+}
+
 /**
  * The shots of the manifest in order (take 1, or the take `assemble.takes` names), each with the
  * lines whose `shot:` names it, in manifest order; every input not stored for its current version is
  * a refusal, all of them listed.
  */
-export function chooseInputs(jobs: readonly Job[], state: RunState, settings: AssembleSettings): Chosen {
+export function chooseInputs(
+  jobs: readonly Job[],
+  state: RunState,
+  settings: AssembleSettings,
+  /** Shot id -> the kept version of its take picked instead of the current output. */
+  versions: Readonly<Record<string, number>> = {},
+): Chosen {
   const shots: ChosenShot[] = [];
   const refusals: Refusal[] = [];
   const unplaced: string[] = [];
@@ -93,7 +121,11 @@ export function chooseInputs(jobs: readonly Job[], state: RunState, settings: As
       refusals.push({ job: job.id, reason: `shot ${job.rowId} has no take ${take}` });
       continue;
     }
-    const shot = storedOf(chosen, state.jobs[chosen.id]);
+    const version = versions[job.rowId];
+    const shot =
+      version === undefined
+        ? storedOf(chosen, state.jobs[chosen.id])
+        : keptOf(chosen, state.jobs[chosen.id], version);
     const lines: Stored[] = [];
     for (const line of linesOf.get(job.rowId) ?? []) {
       const stored = storedOf(line, state.jobs[line.id]);
@@ -101,7 +133,7 @@ export function chooseInputs(jobs: readonly Job[], state: RunState, settings: As
       else lines.push(stored);
     }
     if ("reason" in shot) refusals.push(shot);
-    else shots.push({ ...shot, take, lines });
+    else shots.push({ ...shot, take, ...(version === undefined ? {} : { version }), lines });
   }
   return { shots, unplaced, refusals };
 }
@@ -126,6 +158,7 @@ export function inputsFingerprint(o: {
         shots: o.shots.map((shot) => ({
           job: shot.job,
           take: shot.take,
+          version: shot.version ?? null,
           sha256: shot.sha256,
           lines: shot.lines.map((l) => ({ job: l.job, sha256: l.sha256, text: o.captions.texts.get(l.job) })),
         })),

@@ -1,9 +1,12 @@
 // Which take of each shot goes into the episode: the one picks.yaml (beside the manifest) picks,
 // else the one the manifest's `assemble.takes` names, else take 1. Picks come from the review page
-// and so change more often than the manifest: a pick wins.
+// and so change more often than the manifest: a pick wins. A pick may name one of the take's kept
+// versions (`shots/s02.v1.mp4`): that earlier output goes in instead of the current one.
 import type { Job } from "../manifest/job.js";
 import { didYouMean } from "../manifest/problems.js";
-import { picksPath, readPicks } from "../review/picks.js";
+import { type Pick, picksPath, readPicks } from "../review/picks.js";
+import type { RunState } from "../state/run-state.js";
+import { type KeptVersion, versionName } from "../state/versions.js";
 import { isShot } from "./parts.js";
 
 type TakeSource = "pick" | "manifest" | "default";
@@ -11,7 +14,27 @@ type TakeSource = "pick" | "manifest" | "default";
 export interface TakeUsed {
   shot: string;
   take: number;
+  /** The kept version picked (the N of `.vN`), when an earlier output of the take was. */
+  version?: number;
   source: TakeSource;
+}
+
+/** The N of a kept version's name (`s02.v3.mp4` -> 3), or undefined for a name of another form. */
+export function versionNumber(uri: string): number | undefined {
+  const m = /\.v(\d+)(?:\.[^./]*)?$/.exec(versionName(uri));
+  return m ? Number(m[1]) : undefined;
+}
+
+/** The kept version `n` of `take` of `shot`, as the state records it. */
+function keptVersion(
+  jobs: readonly Job[],
+  state: RunState,
+  shot: string,
+  take: number,
+  n: number,
+): KeptVersion | undefined {
+  const job = jobs.find((j) => isShot(j) && j.rowId === shot && (j.take ?? 1) === take);
+  return job ? state.jobs[job.id]?.versions?.find((v) => versionNumber(v.uri) === n) : undefined;
 }
 
 /** Each shot of the manifest (by row id) with its number of takes, in manifest order. */
@@ -38,22 +61,39 @@ export function takeProblem(
 
 /**
  * The picks beside the manifest at `manifestPath`, each checked against the manifest's shots and
- * their takes. Throws PicksError naming picks.yaml's line and field.
+ * their takes, and (given the run's state) each picked version against the take's kept ones. Throws
+ * PicksError naming picks.yaml's line and field.
  */
-export function readShotPicks(manifestPath: string, jobs: readonly Job[]): Promise<Record<string, number>> {
+export function readShotPicks(
+  manifestPath: string,
+  jobs: readonly Job[],
+  state?: RunState,
+): Promise<Record<string, Pick>> {
   const counts = takeCounts(jobs);
-  return readPicks(picksPath(manifestPath), (shot, take) => takeProblem(counts, shot, take));
+  return readPicks(picksPath(manifestPath), (shot, pick) => {
+    const wrong = takeProblem(counts, shot, pick.take);
+    if (wrong !== undefined || !state || pick.version === undefined) return wrong;
+    if (keptVersion(jobs, state, shot, pick.take, pick.version)) return undefined;
+    const kept = jobs
+      .filter((j) => isShot(j) && j.rowId === shot && (j.take ?? 1) === pick.take)
+      .flatMap((j) => (state.jobs[j.id]?.versions ?? []).map((v) => versionNumber(v.uri)));
+    const known = kept.filter((n) => n !== undefined);
+    return `version ${pick.version} of take ${pick.take} of shot ${shot} does not exist (${known.length > 0 ? `kept: ${known.join(", ")}` : "none is kept"})`;
+  });
 }
 
 /** The take of every shot, in manifest order, and where it was chosen. */
 export function takesUsed(
   jobs: readonly Job[],
   manifestTakes: Readonly<Record<string, number>>,
-  picks: Readonly<Record<string, number>>,
+  picks: Readonly<Record<string, Pick>>,
 ): TakeUsed[] {
   return [...takeCounts(jobs).keys()].map((shot): TakeUsed => {
     const picked = picks[shot];
-    if (picked !== undefined) return { shot, take: picked, source: "pick" };
+    if (picked !== undefined)
+      return picked.version === undefined
+        ? { shot, take: picked.take, source: "pick" }
+        : { shot, take: picked.take, version: picked.version, source: "pick" };
     const named = manifestTakes[shot];
     if (named !== undefined) return { shot, take: named, source: "manifest" };
     return { shot, take: 1, source: "default" };

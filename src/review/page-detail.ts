@@ -1,7 +1,9 @@
 // The detail of each row of the review page, opened from the grid: a shot's prompt and settings, a
 // player for each take and each kept version, its lines with their audio, and what each job cost
 // and became (the error of a failed one). Rendered server-side, every string escaped.
+
 import { posix } from "node:path";
+import { versionNumber } from "../episode/takes.js";
 import type { SpeechJob, VideoJob } from "../manifest/index.js";
 import { KINDS } from "../report/kinds.js";
 import type { ReportJob, ReportVersion } from "../report/model.js";
@@ -116,7 +118,22 @@ interface Ctx {
   versionLinks: ReadonlyMap<string, string>;
 }
 
-function versionsOf(row: ReportJob, ctx: Ctx): string {
+/** A kept version's pick control: in the shot's radio group, so picking it unpicks the take's. */
+interface VersionPick {
+  shot: string;
+  take: number;
+  /** The version picked in picks.yaml for this take, if any. */
+  picked: number | undefined;
+}
+
+function versionPickControl(v: ReportVersion, pick: VersionPick): string {
+  const n = versionNumber(v.uri);
+  if (n === undefined) return "";
+  const checked = pick.picked === n ? " checked" : "";
+  return `<label class="pick"><input type="radio" name="pick-${esc(pick.shot)}" data-shot="${esc(pick.shot)}" value="${pick.take}" data-version="${n}"${checked}> pick this version</label>`;
+}
+
+function versionsOf(row: ReportJob, ctx: Ctx, pick?: VersionPick): string {
   const versions = row.versions ?? [];
   if (versions.length === 0) return "";
   const tag = KINDS[row.kind].media;
@@ -131,17 +148,24 @@ function versionsOf(row: ReportJob, ctx: Ctx): string {
       `<span class="fact"><b>replaced</b> ${humanTime(v.at)}</span>`,
       v.bytes !== undefined ? fact("bytes", v.bytes) : "",
     ];
-    return `<div class="version">${play}<div class="facts">${facts.join("")}</div></div>`;
+    const control = pick ? versionPickControl(v, pick) : "";
+    return `<div class="version">${play}<div class="facts">${facts.join("")}</div>${control}</div>`;
   };
   return `<details class="versions" open><summary>earlier versions (${versions.length})</summary>${versions.map(one).join("")}</details>`;
 }
 
-function takeCard(entry: Entry<VideoJob>, ctx: Ctx, takes: number, picked: boolean): string {
+function takeCard(
+  entry: Entry<VideoJob>,
+  ctx: Ctx,
+  takes: number,
+  picked: boolean,
+  versionPick?: VersionPick,
+): string {
   const { row, job } = entry;
   const href = ctx.links.get(row.id);
   const take = job?.take !== undefined ? `take ${job.take} of ${takes}` : "";
   const pick = picked ? ' <span class="picked">picked</span>' : "";
-  return `<div class="job take" data-job="${esc(row.id)}" data-status="${esc(row.status)}">${player(row, href)}<div class="label"><span class="id">${esc(row.id)}</span>${take ? ` <span class="take-no">${esc(take)}</span>` : ""}${pick}</div>${outcome(row, href)}${versionsOf(row, ctx)}</div>`;
+  return `<div class="job take" data-job="${esc(row.id)}" data-status="${esc(row.status)}">${player(row, href)}<div class="label"><span class="id">${esc(row.id)}</span>${take ? ` <span class="take-no">${esc(take)}</span>` : ""}${pick}</div>${outcome(row, href)}${versionsOf(row, ctx, versionPick)}</div>`;
 }
 
 function lineCard(entry: Entry<SpeechJob>, ctx: Ctx): string {
@@ -186,9 +210,19 @@ function shotSection(shot: ShotRow, ctx: Ctx, picks: ReviewPageInput["picks"]): 
   const prompt = first ? promptOf(first) : "";
   const settings = first ? shotSettings(first) : "";
   const pick = shot.takes.length > 1 ? pickOf(shot, picks) : undefined;
+  const chosen = picks?.[shot.id];
+  const versionPick = (take: number): VersionPick => ({
+    shot: shot.id,
+    take,
+    picked: chosen?.take === take ? chosen.version : undefined,
+  });
   const takes =
     shot.takes.length > 0
-      ? shot.takes.map((t, i) => takeCard(t, ctx, shot.takes.length, takeNo(t, i) === pick)).join("")
+      ? shot.takes
+          .map((t, i) =>
+            takeCard(t, ctx, shot.takes.length, takeNo(t, i) === pick, versionPick(takeNo(t, i))),
+          )
+          .join("")
       : `<div class="nomedia video">${esc("no take of this shot in this report")}</div>`;
   const lines = shot.lines.map((l) => lineCard(l, ctx)).join("");
   const filters = rowFilters([...shot.takes, ...shot.lines]);

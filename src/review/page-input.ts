@@ -6,7 +6,7 @@ import { type MediaLinks, mediaLinks } from "../report/media-links.js";
 import type { Report } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
 import type { ReviewPageInput } from "./page-model.js";
-import { readPicks } from "./picks.js";
+import { type Pick, readPicks } from "./picks.js";
 import { keyIn, makeStills, type StillsOptions } from "./stills.js";
 
 const EPISODE = "episode.mp4";
@@ -69,7 +69,7 @@ export async function pageInput(
         })
     : undefined;
   const linked = await links(sink, report, o, episode ? [EPISODE] : []);
-  let picks: Record<string, number> = {};
+  let picks: Record<string, Pick> = {};
   if (o.picksFile) {
     picks = await readPicks(o.picksFile).catch((e: unknown) => {
       warnings.push(`picks not shown: ${(e as Error).message}`);

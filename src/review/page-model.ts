@@ -1,9 +1,11 @@
 // What the review page is made of: the report's rows grouped as people review them (one row per
 // shot in the manifest's order, its takes and its lines together; lines of no shot, and rows the
 // manifest no longer has, apart), and what the filters read off each row.
+
 import type { Job, SpeechJob, VideoJob } from "../manifest/index.js";
 import { byKind } from "../report/kinds.js";
 import type { Report, ReportJob } from "../report/model.js";
+import type { Pick } from "./picks.js";
 
 export interface ReviewPageInput {
   report: Report;
@@ -17,8 +19,8 @@ export interface ReviewPageInput {
   linksExpireAt?: string | undefined;
   /** A video's uri (an output's or a version's) -> its still, a `data:image/jpeg` URI. */
   stills?: ReadonlyMap<string, string> | undefined;
-  /** picks.yaml's picks: shot id -> take (from 1). */
-  picks?: Readonly<Record<string, number>> | undefined;
+  /** picks.yaml's picks: shot id -> take (from 1), and the take's kept version when one was picked. */
+  picks?: Readonly<Record<string, Pick>> | undefined;
   /** The assembled episode: its address, and its captions (WebVTT text) when written. */
   episode?: { href: string; captions?: string | undefined } | undefined;
   /** Served by `clapper review`: picks are sent to the server, with this token. */
@@ -111,11 +113,9 @@ export function rowFilters(entries: readonly Entry[]): string {
 /** The take number of a take (1 for a shot of one take). */
 export const takeNo = (e: Entry<VideoJob>, i: number): number => e.job?.take ?? i + 1;
 
-/** The shot's pick, when picks.yaml names one of its takes. */
-export function pickOf(
-  shot: ShotRow,
-  picks: Readonly<Record<string, number>> | undefined,
-): number | undefined {
+/** The shot's pick, when picks.yaml names one of its takes (its current output, no kept version). */
+export function pickOf(shot: ShotRow, picks: Readonly<Record<string, Pick>> | undefined): number | undefined {
   const pick = picks?.[shot.id];
-  return pick !== undefined && shot.takes.some((t, i) => takeNo(t, i) === pick) ? pick : undefined;
+  if (pick === undefined || pick.version !== undefined) return undefined;
+  return shot.takes.some((t, i) => takeNo(t, i) === pick.take) ? pick.take : undefined;
 }

@@ -42,14 +42,17 @@ export const SCRIPT = `
 
   var meta=d.querySelector('meta[name="clapper-review-token"]');
   var token=meta?meta.getAttribute('content'):null;
-  var radios=d.querySelectorAll('#grid input[type=radio][data-shot]');
+  var radios=d.querySelectorAll('input[type=radio][data-shot]');
   var status=d.getElementById('picks-status');
   var link=d.getElementById('picks-download');
   var picks={},url=null;
-  for(var r=0;r<radios.length;r++){if(radios[r].checked)picks[radios[r].getAttribute('data-shot')]=Number(radios[r].value);}
+  function pickIn(r){var p={take:Number(r.value)},v=r.getAttribute('data-version');if(v)p.version=Number(v);return p;}
+  function same(a,b){return !!a&&!!b&&a.take===b.take&&a.version===b.version;}
+  function fromServer(s){var o={};for(var k in s){if(Object.prototype.hasOwnProperty.call(s,k))o[k]=typeof s[k]==='number'?{take:s[k]}:s[k];}return o;}
+  for(var r=0;r<radios.length;r++){if(radios[r].checked)picks[radios[r].getAttribute('data-shot')]=pickIn(radios[r]);}
   function show(){
     for(var i=0;i<radios.length;i++){
-      var shot=radios[i].getAttribute('data-shot'),on=picks[shot]===Number(radios[i].value);
+      var shot=radios[i].getAttribute('data-shot'),on=same(picks[shot],pickIn(radios[i]));
       radios[i].checked=on;
       var fig=radios[i].closest('.thumb');
       if(fig){if(on)fig.setAttribute('data-picked','');else fig.removeAttribute('data-picked');}
@@ -62,7 +65,8 @@ export const SCRIPT = `
     if(keys.length===0)return s+' {}\\n';
     for(var i=0;i<keys.length;i++){
       var k=keys[i];
-      s+='\\n  '+(/^[A-Za-z0-9_-]+$/.test(k)?k:JSON.stringify(k))+': '+picks[k];
+      var p=picks[k];
+      s+='\\n  '+(/^[A-Za-z0-9_-]+$/.test(k)?k:JSON.stringify(k))+': '+(p.version===undefined?p.take:'{ take: '+p.take+', version: '+p.version+' }');
     }
     return s+'\\n';
   }
@@ -73,23 +77,23 @@ export const SCRIPT = `
     link.href=url;
     link.removeAttribute('aria-disabled');
   }
-  function save(shot,take){
+  function save(shot,pick){
     var before=JSON.stringify(picks);
-    picks[shot]=take;
+    picks[shot]=pick;
     show();
     if(!token){offer();return;}
     if(status)status.textContent='saving';
-    fetch('/picks',{method:'POST',headers:{'content-type':'application/json','x-clapper-token':token},body:JSON.stringify({shot:shot,take:take})})
+    fetch('/picks',{method:'POST',headers:{'content-type':'application/json','x-clapper-token':token},body:JSON.stringify({shot:shot,take:pick.take,version:pick.version})})
       .then(function(res){
         return res.json().then(function(a){if(!res.ok)throw new Error(a.error||('HTTP '+res.status));return a;});
       })
-      .then(function(a){picks=a.shots||{};show();if(status)status.textContent+=', saved to picks.yaml';})
+      .then(function(a){picks=fromServer(a.shots||{});show();if(status)status.textContent+=', saved to picks.yaml';})
       .catch(function(e){picks=JSON.parse(before);show();if(status)status.textContent='not saved: '+e.message;});
   }
   for(var q=0;q<radios.length;q++){
     radios[q].addEventListener('change',function(e){
       var t=e.currentTarget;
-      if(t.checked)save(t.getAttribute('data-shot'),Number(t.value));
+      if(t.checked)save(t.getAttribute('data-shot'),pickIn(t));
     });
   }
   show();

@@ -48,7 +48,10 @@ export function renderReviewPage(input: ReviewPageInput): string {
       ? `<section id="${id}"><h2>${esc(title)} (${rows.length})</h2>${rows.map((r) => r.html).join("")}</section>`
       : "";
   const all = [...detail.shots, ...detail.loose, ...detail.others];
-  const pickable = grouped.shots.filter((s) => s.takes.length > 1).length;
+  // A shot of several takes, or one whose take kept earlier versions: there is a choice to make.
+  const pickable = grouped.shots.filter(
+    (s) => s.takes.length > 1 || s.takes.some((t) => (t.row.versions ?? []).length > 0),
+  ).length;
   return [
     "<!doctype html>",
     '<html lang="en"><head><meta charset="utf-8">',

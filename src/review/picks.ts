@@ -1,5 +1,6 @@
 // picks.yaml: the take a producer chose for each shot, kept beside the manifest
-// (`shots: { s02: 2 }`, takes counted from 1). The review page writes it; `assemble` reads it, and
+// (`shots: { s02: 2 }`, takes counted from 1), or one of a take's kept versions
+// (`s02: { take: 2, version: 1 }`, the N of `shots/s02.v1.mp4`). The review page writes it; `assemble` reads it, and
 // a pick there overrides the manifest's `assemble.takes`.
 import { randomBytes } from "node:crypto";
 import { open, rename, rm } from "node:fs/promises";
@@ -28,15 +29,23 @@ export class PicksError extends Error {
 const MAX_PICKS_BYTES = 1024 * 1024;
 /** Takes are counted from 1, and a shot has at most this many (the manifest's own limit is lower). */
 const MAX_TAKE = 1000;
+/** Kept versions are numbered from 1; the run looks no further than this many (src/run/versions.ts). */
+const MAX_VERSION = 100_000;
+
+/** One shot's pick: a take (from 1) and, when an earlier output of it was chosen, its version's number. */
+export interface Pick {
+  take: number;
+  version?: number;
+}
 
 /**
  * Judges one pick against what the picks are for (a manifest's shots and their takes): a reason it
  * cannot be, or undefined. The reason is told with the pick's own line and field.
  */
-type PickCheck = (shot: string, take: number) => string | undefined;
+type PickCheck = (shot: string, pick: Pick) => string | undefined;
 
-/** The picks in a picks file: shot id -> take (from 1). No file: no picks. */
-export async function readPicks(file: string, check?: PickCheck): Promise<Record<string, number>> {
+/** The picks in a picks file: shot id -> pick. No file: no picks. */
+export async function readPicks(file: string, check?: PickCheck): Promise<Record<string, Pick>> {
   let text: string;
   try {
     const handle = await open(file, "r");
@@ -55,7 +64,7 @@ export async function readPicks(file: string, check?: PickCheck): Promise<Record
 }
 
 /** Parses picks.yaml's text; every problem names the file, line and field. */
-export function parsePicks(text: string, file: string, check?: PickCheck): Record<string, number> {
+export function parsePicks(text: string, file: string, check?: PickCheck): Record<string, Pick> {
   const counter = new yaml.LineCounter();
   const doc = yaml.parseDocument(text, { lineCounter: counter, uniqueKeys: true });
   const lineOf = (node: unknown) => {
@@ -74,7 +83,7 @@ export function parsePicks(text: string, file: string, check?: PickCheck): Recor
   const root = doc.contents;
   if (root === null || (yaml.isScalar(root) && root.value === null)) return {};
   if (!yaml.isMap(root)) throw new PicksError(file, lineOf(root), "", "expected a mapping with `shots:`");
-  const picks: Record<string, number> = {};
+  const picks: Record<string, Pick> = {};
   for (const pair of root.items) {
     const key = yaml.isScalar(pair.key) ? String(pair.key.value) : "";
     if (key !== "shots") throw new PicksError(file, lineOf(pair.key), key, "unknown field (only `shots`)");
@@ -88,43 +97,93 @@ export function parsePicks(text: string, file: string, check?: PickCheck): Recor
   return picks;
 }
 
+type LineOf = (node: unknown) => number;
+
 /** `shots:`'s entries into `picks`. */
 function readShots(
   shots: yaml.YAMLMap,
   file: string,
-  lineOf: (node: unknown) => number,
-  picks: Record<string, number>,
+  lineOf: LineOf,
+  picks: Record<string, Pick>,
   check: PickCheck | undefined,
 ) {
   for (const entry of shots.items) {
     const shot = yaml.isScalar(entry.key) ? String(entry.key.value) : "";
-    const value = yaml.isScalar(entry.value) ? entry.value.value : undefined;
     if (!shot) throw new PicksError(file, lineOf(entry.key), "shots", "expected a shot id as the key");
-    if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_TAKE) {
-      throw new PicksError(
-        file,
-        lineOf(entry.value ?? entry.key),
-        `shots.${shot}`,
-        `expected a take number (1, 2, ...), got ${JSON.stringify(value ?? null)}`,
-      );
+    const pick = yaml.isMap(entry.value)
+      ? pickOfMap(entry.value, `shots.${shot}`, file, lineOf)
+      : {
+          take: numberIn(entry.value ?? entry.key, `shots.${shot}`, "a take number", MAX_TAKE, file, lineOf),
+        };
+    const wrong = check?.(shot, pick);
+    if (wrong !== undefined) {
+      // A version that does not exist is told at `version:`, anything else at the shot.
+      const at = wrong.startsWith("version") && pick.version !== undefined ? "version" : "";
+      const node = at && yaml.isMap(entry.value) ? entry.value.get("version", true) : entry.key;
+      throw new PicksError(file, lineOf(node), `shots.${shot}${at ? `.${at}` : ""}`, wrong);
     }
-    const wrong = check?.(shot, value);
-    if (wrong !== undefined) throw new PicksError(file, lineOf(entry.key), `shots.${shot}`, wrong);
-    picks[shot] = value;
+    picks[shot] = pick;
   }
 }
 
+/** `{ take: 2, version: 1 }` (take defaults to 1). */
+function pickOfMap(map: yaml.YAMLMap, field: string, file: string, lineOf: LineOf): Pick {
+  const pick: Pick = { take: 1 };
+  for (const pair of map.items) {
+    const key = yaml.isScalar(pair.key) ? String(pair.key.value) : "";
+    const node = pair.value ?? pair.key;
+    if (key === "take") pick.take = numberIn(node, `${field}.take`, "a take number", MAX_TAKE, file, lineOf);
+    else if (key === "version")
+      pick.version = numberIn(node, `${field}.version`, "a kept version's number", MAX_VERSION, file, lineOf);
+    else
+      throw new PicksError(
+        file,
+        lineOf(pair.key),
+        `${field}.${key}`,
+        "unknown field (only `take` and `version`)",
+      );
+  }
+  return pick;
+}
+
+/** A whole number from 1 to `max`, or a PicksError at its line. */
+function numberIn(
+  node: unknown,
+  field: string,
+  what: string,
+  max: number,
+  file: string,
+  lineOf: LineOf,
+): number {
+  const value = yaml.isScalar(node) ? node.value : undefined;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > max) {
+    throw new PicksError(
+      file,
+      lineOf(node),
+      field,
+      `expected ${what} (1, 2, ...), got ${JSON.stringify(value ?? null)}`,
+    );
+  }
+  return value;
+}
+
 /** The text of a picks file: shots in the order given. */
-function formatPicks(picks: Readonly<Record<string, number>>): string {
+function formatPicks(picks: Readonly<Record<string, Pick>>): string {
   const header = "# The take picked for each shot (takes count from 1); `clapper assemble` uses them.\n";
-  return header + yaml.stringify({ shots: { ...picks } });
+  const shots = Object.fromEntries(
+    Object.entries(picks).map(([shot, p]) => [
+      shot,
+      p.version === undefined ? p.take : { take: p.take, version: p.version },
+    ]),
+  );
+  return header + yaml.stringify({ shots }, { collectionStyle: "any" });
 }
 
 /**
  * Writes picks.yaml whole or not at all: a temporary file beside it, flushed, then renamed over it, so
  * a reader (or a kill) never sees half a file.
  */
-export async function writePicks(file: string, picks: Readonly<Record<string, number>>): Promise<void> {
+export async function writePicks(file: string, picks: Readonly<Record<string, Pick>>): Promise<void> {
   const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temp, "w");
   try {

@@ -12,6 +12,7 @@ import { open } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
+import { versionNumber } from "../episode/takes.js";
 import type { Job } from "../manifest/index.js";
 import type { Report } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
@@ -31,6 +32,8 @@ const REQUEST_TIMEOUT_MS = 30_000;
 const PickBody = z.strictObject({
   shot: z.string().min(1).max(200),
   take: z.number().int().min(1).max(1000),
+  /** A kept version of the take (the N of `.vN`), picked instead of its current output. */
+  version: z.number().int().min(1).max(100_000).optional(),
 });
 
 const TYPES: Record<string, string> = {
@@ -177,7 +180,7 @@ async function pickBody(req: IncomingMessage, token: string): Promise<z.infer<ty
   try {
     return PickBody.parse(JSON.parse(text));
   } catch {
-    throw new HttpError(400, 'a body {"shot": ID, "take": N}');
+    throw new HttpError(400, 'a body {"shot": ID, "take": N} (and "version": N for a kept version)');
   }
 }
 
@@ -232,15 +235,26 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
     const take = shot.takes[takes.indexOf(body.take)];
     if (!take)
       throw new HttpError(400, `shot ${body.shot} has no take ${body.take} (takes ${takes.join(", ")})`);
-    if (!take.row.output)
+    const kept = (take.row.versions ?? []).map((v) => versionNumber(v.uri));
+    if (body.version !== undefined && !kept.includes(body.version))
+      throw new HttpError(
+        400,
+        `take ${body.take} of shot ${body.shot} has no kept version ${body.version} (${kept.length > 0 ? `kept: ${kept.join(", ")}` : "none is kept"})`,
+      );
+    if (body.version === undefined && !take.row.output)
       throw new HttpError(400, `take ${body.take} of shot ${body.shot} has no video to pick`);
     // A broken picks.yaml is the producer's to fix: not overwritten by one pick.
     const picks = await readPicks(o.picksFile).catch((e: unknown) => {
       throw new HttpError(409, (e as Error).message);
     });
-    picks[body.shot] = body.take;
+    picks[body.shot] =
+      body.version === undefined ? { take: body.take } : { take: body.take, version: body.version };
     await writePicks(o.picksFile, picks);
-    sendJson(res, 200, { shots: picks });
+    // As picks.yaml says them: a plain take number unless a version was picked.
+    const shots = Object.fromEntries(
+      Object.entries(picks).map(([s, p]) => [s, p.version === undefined ? p.take : p]),
+    );
+    sendJson(res, 200, { shots });
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {

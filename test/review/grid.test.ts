@@ -134,7 +134,7 @@ browserTest(
     expect(download.suggestedFilename()).toBe("picks.yaml");
     const path = await download.path();
     const text = await readFile(path, "utf8");
-    expect(parsePicks(text, "picks.yaml")).toEqual({ s04: 1, s12: 2 });
+    expect(parsePicks(text, "picks.yaml")).toEqual({ s04: { take: 1 }, s12: { take: 2 } });
     expect(text).toContain("shots:\n  s04: 1\n  s12: 2\n");
 
     // The detail of a shot: its prompt, its line, its takes' players; the failed take's error.

@@ -324,7 +324,7 @@ describe("renderReviewPage", () => {
       jobs,
       links: new Map(),
       stills,
-      picks: { s02: 1 },
+      picks: { s02: { take: 1 } },
     });
     const grid = /<div id="grid">([\s\S]*?)<\/div>\n/.exec(html)?.[1] ?? "";
     const tiles = [...grid.matchAll(/<div class="tile" data-key="([^"]*)" data-filters="([^"]*)"/g)].map(

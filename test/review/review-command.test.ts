@@ -100,7 +100,7 @@ browserTest(
 
       await page.check('#grid input[data-shot="s02"][value="2"]');
       await expect.poll(() => page.textContent("#picks-status")).toContain("saved to picks.yaml");
-      expect(parsePicks(await readFile(picksFile, "utf8"), picksFile)).toEqual({ s02: 2 });
+      expect(parsePicks(await readFile(picksFile, "utf8"), picksFile)).toEqual({ s02: { take: 2 } });
       expect(await readFile(picksFile, "utf8")).toContain("shots:\n  s02: 2\n");
 
       await page.reload();
@@ -140,7 +140,7 @@ browserTest(
       expect((await bad(JSON.stringify({ shot: "s02", take: 1, pad: "x".repeat(10_000) }))).status).toBe(413);
       const after = await stat(picksFile);
       expect(after.mtimeMs).toBe(before.mtimeMs);
-      expect(parsePicks(await readFile(picksFile, "utf8"), picksFile)).toEqual({ s02: 2 });
+      expect(parsePicks(await readFile(picksFile, "utf8"), picksFile)).toEqual({ s02: { take: 2 } });
 
       // Byte ranges, as players seek; and nothing outside the review's files.
       const range = await raw(`${url}media/shots/s01.mp4`, { headers: { range: "bytes=0-99" } });
