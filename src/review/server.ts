@@ -14,7 +14,7 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { versionNumber } from "../episode/takes.js";
 import type { Job } from "../manifest/index.js";
-import type { Report } from "../report/model.js";
+import type { Report, ReportJob } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
 import { renderReviewPage } from "./page.js";
 import { pageInput } from "./page-input.js";
@@ -184,6 +184,21 @@ async function pickBody(req: IncomingMessage, token: string): Promise<z.infer<ty
   }
 }
 
+/** Refuses a pick of a take with nothing to pick: no video, or not the kept version named. */
+function checkPickable(row: ReportJob, body: z.infer<typeof PickBody>): void {
+  const what = `take ${body.take} of shot ${body.shot}`;
+  if (body.version === undefined) {
+    if (!row.output) throw new HttpError(400, `${what} has no video to pick`);
+    return;
+  }
+  const kept = (row.versions ?? []).map((v) => versionNumber(v.uri));
+  if (!kept.includes(body.version))
+    throw new HttpError(
+      400,
+      `${what} has no kept version ${body.version} (${kept.length > 0 ? `kept: ${kept.join(", ")}` : "none is kept"})`,
+    );
+}
+
 export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewServer> {
   const token = randomBytes(24).toString("base64url");
   let port = 0;
@@ -235,14 +250,7 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
     const take = shot.takes[takes.indexOf(body.take)];
     if (!take)
       throw new HttpError(400, `shot ${body.shot} has no take ${body.take} (takes ${takes.join(", ")})`);
-    const kept = (take.row.versions ?? []).map((v) => versionNumber(v.uri));
-    if (body.version !== undefined && !kept.includes(body.version))
-      throw new HttpError(
-        400,
-        `take ${body.take} of shot ${body.shot} has no kept version ${body.version} (${kept.length > 0 ? `kept: ${kept.join(", ")}` : "none is kept"})`,
-      );
-    if (body.version === undefined && !take.row.output)
-      throw new HttpError(400, `take ${body.take} of shot ${body.shot} has no video to pick`);
+    checkPickable(take.row, body);
     // A broken picks.yaml is the producer's to fix: not overwritten by one pick.
     const picks = await readPicks(o.picksFile).catch((e: unknown) => {
       throw new HttpError(409, (e as Error).message);
@@ -251,10 +259,8 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
       body.version === undefined ? { take: body.take } : { take: body.take, version: body.version };
     await writePicks(o.picksFile, picks);
     // As picks.yaml says them: a plain take number unless a version was picked.
-    const shots = Object.fromEntries(
-      Object.entries(picks).map(([s, p]) => [s, p.version === undefined ? p.take : p]),
-    );
-    sendJson(res, 200, { shots });
+    const shots = Object.entries(picks).map(([s, p]) => [s, p.version === undefined ? p.take : p]);
+    sendJson(res, 200, { shots: Object.fromEntries(shots) });
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {

@@ -1,11 +1,13 @@
 // picks.yaml in `clapper assemble`: a pick chooses the take that goes into the episode (over the
 // manifest's assemble.takes), is part of what the episode is made from, and a bad one is refused with
 // picks.yaml's line and field. Real runs against the sandbox over HTTP, real ffmpeg.
+import { appendFile, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { cli, runIn, setup, sha256, type Workspace } from "../run/helpers.js";
 
-function manifest(): string {
+function manifest(s02Prompt = "Waves on the rocks"): string {
   return stringify({
     name: "ep01",
     output: "./out",
@@ -15,7 +17,7 @@ function manifest(): string {
     },
     shots: [
       { id: "s01", prompt: "A lighthouse at dusk" },
-      { id: "s02", prompt: "Waves on the rocks", takes: 2 },
+      { id: "s02", prompt: s02Prompt, takes: 2 },
       { id: "s03", prompt: "The lamp room", takes: 3 },
     ],
     lines: [{ id: "n01", shot: "s01", text: "One two three." }],
@@ -111,4 +113,61 @@ describe("assemble with picks.yaml", () => {
       expect(plain.err).toMatch(message);
     },
   );
+
+  it("a pick of a kept version assembles that earlier file, checked by its sha256; a version not kept is refused at its line", async () => {
+    const { s, w } = await setup();
+    const file = await w.write("ep01.yaml", manifest());
+    expect((await runIn(s, file)).outcome.exitCode).toBe(0);
+    // The shot's prompt edited: both its takes are made again, and their first outputs kept as v1.
+    await w.write("ep01.yaml", manifest("Waves on the rocks, at night"));
+    expect((await runIn(s, file)).outcome.exitCode).toBe(0);
+    const report = JSON.parse(await readFile(join(w.out(), "reports", "report.json"), "utf8"));
+    const take1 = report.jobs.find((j: any) => j.id === "shot/s02/take-1");
+    const kept = take1.versions?.[0];
+    expect(kept?.uri).toMatch(/\.v1\.mp4$/);
+    expect(kept.sha256).toBe(await sha256(kept.uri));
+
+    await writePicksText(w, "shots:\n  s02: 1\n");
+    const current = await assembleJson(file);
+    expect(current.code, current.err).toBe(0);
+    expect(current.out.shots[1].uri).toBe(take1.output.uri);
+
+    await writePicksText(w, "shots:\n  s02: { take: 1, version: 1 }\n");
+    const picked = await assembleJson(file);
+    expect(picked.code, picked.err).toBe(0);
+    expect(picked.out.status).toBe("assembled");
+    expect(picked.out.takes[1]).toEqual({ shot: "s02", take: 1, version: 1, source: "pick" });
+    expect(picked.out.shots[1].job).toBe("shot/s02/take-1");
+    expect(picked.out.shots[1].uri).toBe(kept.uri);
+    expect(picked.out.shots[1].sha256).toBe(kept.sha256);
+    expect(picked.out.fingerprint).not.toBe(current.out.fingerprint);
+
+    // The same take without its version: the current output again, the episode made of it before.
+    await writePicksText(w, "shots:\n  s02: 1\n");
+    const back = await assembleJson(file);
+    expect(back.out.status).toBe("assembled");
+    expect(back.out.fingerprint).toBe(current.out.fingerprint);
+    expect(back.out.shots[1].uri).toBe(take1.output.uri);
+    expect(back.out.takes[1]).toEqual({ shot: "s02", take: 1, source: "pick" });
+
+    // A kept file changed by hand is not the one the run stored: refused, as a changed output is.
+    await writePicksText(w, "shots:\n  s02: { take: 1, version: 1 }\n");
+    await appendFile(kept.uri, "x");
+    const tampered = await assembleJson(file);
+    expect(tampered.code).not.toBe(0);
+    expect(JSON.stringify(tampered.out)).toContain("sha256 differs");
+
+    const picks = await writePicksText(w, "shots:\n  s01: 1\n  s02:\n    take: 1\n    version: 2\n");
+    const missing = await assembleJson(file);
+    expect(missing.code).toBe(2);
+    expect(missing.out.error.problems).toEqual([
+      {
+        severity: "error",
+        file: picks,
+        line: 5,
+        field: "shots.s02.version",
+        message: expect.stringMatching(/version 2 of take 1 of shot s02 does not exist \(kept: 1\)/),
+      },
+    ]);
+  }, 120_000);
 });
