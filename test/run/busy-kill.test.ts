@@ -9,76 +9,20 @@
 // Seeded: CLAPPER_CRASH_SEED=N replays a failing sequence (the seed is printed).
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { attemptCost } from "../../src/state/run-state.js";
-import { type HostileService, hostileKey, hostileService, type Mutator } from "../fixtures/hostile.js";
-import {
-  type CliResult,
-  cli,
-  journalRecords,
-  LINE_IDS,
-  type LogEvent,
-  readReport,
-  replay,
-  rng,
-  SHOT_IDS,
-  staleBuild,
-  verifyOutputs,
-  type Workspace,
-  workspace,
-} from "./harness.js";
+import { hostileKey, hostileService, type Mutator } from "../fixtures/hostile.js";
+import { LINE_IDS, readReport, rng, SHOT_IDS, staleBuild, verifyOutputs, workspace } from "./harness.js";
+import { balance, paidByState, run } from "./hostile-runs.js";
 
 const SEED = Number(process.env.CLAPPER_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const random = rng(SEED);
 const between = (lo: number, hi: number) => Math.floor(lo + random() * (hi - lo + 1));
 const KEY = hostileKey();
-const ARGS = ["--log-format", "json", "--poll-interval", "0.05", "--give-up-after", "5"];
 /** Creates of one job answered busy, though the sandbox made (and charged) the task. */
 const BUSY_ANSWERS = 2;
 
 beforeAll(() => {
   expect(staleBuild(), "dist/ is older than src/: run `npm run build` first").toEqual([]);
 });
-
-async function balance(svc: HostileService): Promise<number> {
-  for (let i = 0; ; i++) {
-    const res = await fetch(`${svc.sandbox.url}/vid/v2/query/point_usage_summary`, {
-      headers: { authorization: `Bearer ${KEY}` },
-    });
-    const b = (await res.json()) as { total_points: number; reserved_points: number };
-    if (b.reserved_points === 0 || i > 200) return b.total_points;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-function run(
-  svc: HostileService,
-  ws: Workspace,
-  stop?: { signal: NodeJS.Signals; afterMs: number },
-): Promise<CliResult> {
-  let sent = false;
-  return cli(["run", ws.manifest, ...ARGS], {
-    cwd: ws.dir,
-    env: { CLAPPER_BASE_URL: svc.url, CLAPPER_API_KEY: KEY, CLAPPER_RETRY_BASE_MS: "20" },
-    killAfterMs: 60_000,
-    ...(stop
-      ? {
-          on: (_e: LogEvent) => {
-            if (sent) return undefined;
-            sent = true;
-            return stop.signal;
-          },
-          onDelayMs: stop.afterMs,
-        }
-      : {}),
-  }).done;
-}
-
-async function paidByState(ws: Workspace): Promise<number> {
-  const state = replay(await journalRecords(ws.statePath));
-  return Object.values(state.jobs)
-    .flatMap((job) => job.attempts)
-    .reduce((sum, a) => sum + attemptCost(a), 0);
-}
 
 const stories: string[] = [];
 
@@ -114,13 +58,13 @@ describe("a create answered busy after the task was made, under kills", () => {
       const ws = await workspace(`busy-${n}`);
       const story: string[] = [];
       try {
-        const before = await balance(svc);
+        const before = await balance(svc, KEY);
         const stop = { signal: (n % 2 ? "SIGKILL" : "SIGTERM") as NodeJS.Signals, afterMs: between(0, 300) };
-        const first = await run(svc, ws, stop);
+        const first = await run({ svc, ws, key: KEY, retryBaseMs: 20 }, stop);
         story.push(`${stop.signal} after ${stop.afterMs} ms: ${first.signal ?? `exit ${first.code}`}`);
         let last = first;
         for (let i = 0; i < 6 && (last.signal !== null || last.code === 4); i++) {
-          last = await run(svc, ws);
+          last = await run({ svc, ws, key: KEY, retryBaseMs: 20 });
           story.push(last.signal ? `killed ${last.signal}` : `exit ${last.code}`);
         }
         stories.push(story.join("; "));
@@ -135,7 +79,7 @@ describe("a create answered busy after the task was made, under kills", () => {
         expect([...answered.values()], what).toEqual(Array(6).fill(BUSY_ANSWERS));
         expect((await svc.stats()).tasks_created, what).toEqual({ video: 3, speech: 3 });
         const paid = await paidByState(ws);
-        expect(before - (await balance(svc)), what).toBe(paid);
+        expect(before - (await balance(svc, KEY)), what).toBe(paid);
         const spentTotal = report.jobs.reduce((sum, j) => sum + (j.spent_total ?? Number.NaN), 0);
         expect(spentTotal, what).toBe(paid);
         expect(await verifyOutputs(report), what).toEqual([]);

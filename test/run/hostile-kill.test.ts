@@ -7,89 +7,28 @@
 // Seeded: CLAPPER_CRASH_SEED=N replays a failing sequence (the seed is printed).
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { attemptCost } from "../../src/state/run-state.js";
 import { type HostileService, hostileKey, hostileService, type Mutator } from "../fixtures/hostile.js";
 import { errorBody } from "../fixtures/servers.js";
 import {
-  type CliResult,
-  cli,
   journalRecords,
   LINE_IDS,
-  type LogEvent,
   readReport,
-  replay,
   rng,
   SHOT_IDS,
   staleBuild,
   verifyOutputs,
-  type Workspace,
   workspace,
 } from "./harness.js";
+import { balance, paidByState, run, runUntilEnded } from "./hostile-runs.js";
 
 const SEED = Number(process.env.CLAPPER_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const random = rng(SEED);
 const between = (lo: number, hi: number) => Math.floor(lo + random() * (hi - lo + 1));
 const KEY = hostileKey();
-const ARGS = ["--log-format", "json", "--poll-interval", "0.05", "--give-up-after", "5"];
 
 beforeAll(() => {
   expect(staleBuild(), "dist/ is older than src/: run `npm run build` first").toEqual([]);
 });
-
-/** The account's balance, asked of the sandbox itself once nothing is reserved. */
-async function balance(svc: HostileService): Promise<number> {
-  for (let i = 0; ; i++) {
-    const res = await fetch(`${svc.sandbox.url}/vid/v2/query/point_usage_summary`, {
-      headers: { authorization: `Bearer ${KEY}` },
-    });
-    const b = (await res.json()) as { total_points: number; reserved_points: number };
-    if (b.reserved_points === 0 || i > 200) return b.total_points;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/** One run, stopped by `signal` `afterMs` after its first log line (or never). */
-function run(
-  svc: HostileService,
-  ws: Workspace,
-  stop?: { signal: NodeJS.Signals; afterMs: number },
-): Promise<CliResult> {
-  let sent = false;
-  return cli(["run", ws.manifest, ...ARGS], {
-    cwd: ws.dir,
-    env: { CLAPPER_BASE_URL: svc.url, CLAPPER_API_KEY: KEY, CLAPPER_RETRY_BASE_MS: "5" },
-    killAfterMs: 60_000,
-    ...(stop
-      ? {
-          // Once: a second SIGTERM is a forced stop, another story.
-          on: (_e: LogEvent) => {
-            if (sent) return undefined;
-            sent = true;
-            return stop.signal;
-          },
-          onDelayMs: stop.afterMs,
-        }
-      : {}),
-  }).done;
-}
-
-/** Runs until one ends by itself (not stopped by a signal, not interrupted): its result. */
-async function runUntilEnded(svc: HostileService, ws: Workspace, story: string[]): Promise<CliResult> {
-  for (let i = 0; i < 6; i++) {
-    const r = await run(svc, ws);
-    story.push(r.signal ? `killed ${r.signal}` : `exit ${r.code}`);
-    if (r.signal === null && r.code !== 4) return r;
-  }
-  throw new Error(`no run ended by itself: ${story.join("; ")}`);
-}
-
-/** What every attempt in the state cost: what the account paid, by clapper's own account. */
-async function paidByState(ws: Workspace): Promise<number> {
-  const state = replay(await journalRecords(ws.statePath));
-  return Object.values(state.jobs)
-    .flatMap((job) => job.attempts)
-    .reduce((sum, a) => sum + attemptCost(a), 0);
-}
 
 const is = (text: string | undefined, phrase: string) => text?.includes(phrase) ?? false;
 
@@ -117,13 +56,13 @@ describe("hostile answers under kills", () => {
       const ws = await workspace(`same-id-${n}`);
       const story: string[] = [];
       try {
-        const before = await balance(svc);
+        const before = await balance(svc, KEY);
         const stop = { signal: (n % 2 ? "SIGKILL" : "SIGTERM") as NodeJS.Signals, afterMs: between(0, 500) };
-        const first = await run(svc, ws, stop);
+        const first = await run({ svc, ws, key: KEY, retryBaseMs: 5 }, stop);
         story.push(`${stop.signal} after ${stop.afterMs} ms: ${first.signal ?? `exit ${first.code}`}`);
         // A stop that came after the run had ended changed nothing: that run is the one to judge.
         const ended = first.signal === null && first.code !== 4;
-        const last = ended ? first : await runUntilEnded(svc, ws, story);
+        const last = ended ? first : await runUntilEnded({ svc, ws, key: KEY, retryBaseMs: 5 }, story);
         const what = `seed ${SEED}, iteration ${n}: ${story.join("; ")}`;
         expect(last.code, what).toBe(1);
         const report = await readReport(ws);
@@ -140,7 +79,7 @@ describe("hostile answers under kills", () => {
         const journal = (await journalRecords(ws.statePath))
           .filter((r) => r.t !== "job")
           .map((r) => JSON.stringify(r));
-        expect(before - (await balance(svc)), `${what}\n${journal.join("\n")}`).toBe(paid);
+        expect(before - (await balance(svc, KEY)), `${what}\n${journal.join("\n")}`).toBe(paid);
         expect(report.points.spent, what).toBe(paid);
         expect(await verifyOutputs({ ...report, jobs: fine }), what).toEqual([]);
         expect(existsSync(`${ws.statePath}.lock`), what).toBe(false);
@@ -168,8 +107,8 @@ describe("hostile answers under kills", () => {
       const ws = await workspace(`corrupt-${n}`);
       const story: string[] = [];
       try {
-        const before = await balance(svc);
-        const broken = await runUntilEnded(svc, ws, story);
+        const before = await balance(svc, KEY);
+        const broken = await runUntilEnded({ svc, ws, key: KEY, retryBaseMs: 5 }, story);
         expect(broken.code, story.join("; ")).toBe(1);
         const first = await readReport(ws);
         const taskOf = (id: string) => first.jobs.find((j) => j.id === id)?.task_id;
@@ -178,9 +117,9 @@ describe("hostile answers under kills", () => {
         // Honest again: the next run is stopped at a random moment, then runs to its end.
         svc.proxy.mutate(undefined);
         const stop = { signal: (n % 2 ? "SIGKILL" : "SIGTERM") as NodeJS.Signals, afterMs: between(0, 400) };
-        const stopped = await run(svc, ws, stop);
+        const stopped = await run({ svc, ws, key: KEY, retryBaseMs: 5 }, stop);
         story.push(`${stop.signal} after ${stop.afterMs} ms: ${stopped.signal ?? `exit ${stopped.code}`}`);
-        const last = await runUntilEnded(svc, ws, story);
+        const last = await runUntilEnded({ svc, ws, key: KEY, retryBaseMs: 5 }, story);
         const what = `seed ${SEED}, iteration ${n}: ${story.join("; ")}`;
         expect(last.code, what).toBe(0);
         const report = await readReport(ws);
@@ -189,7 +128,7 @@ describe("hostile answers under kills", () => {
         expect(report.jobs.find((j) => j.id === "line/n01")?.task_id, what).toBe(tasks.n01);
         expect((await svc.stats()).tasks_created, `${what}: no new task`).toEqual(made);
         expect(made, what).toEqual({ video: SHOT_IDS.length, speech: LINE_IDS.length });
-        expect(before - (await balance(svc)), what).toBe(await paidByState(ws));
+        expect(before - (await balance(svc, KEY)), what).toBe(await paidByState(ws));
         expect(await verifyOutputs(report), what).toEqual([]);
         expect(existsSync(`${ws.statePath}.lock`), what).toBe(false);
       } finally {
