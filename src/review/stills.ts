@@ -248,13 +248,15 @@ export class StillsAsStored {
   private readonly queue: Queued[] = [];
   private running: Promise<void> | undefined;
   private index: Index | undefined;
-  private binary: Promise<string> | undefined;
+  private readonly findBinary: () => Promise<string>;
   private settled = false;
 
   constructor(
     private readonly sink: Sink,
     private readonly o: StillsOptions = {},
-  ) {}
+  ) {
+    this.findBinary = ffmpegOnce(o);
+  }
 
   /** A video stored: its still is made soon. */
   add(video: VideoFile): void {
@@ -277,10 +279,7 @@ export class StillsAsStored {
   private async drain(): Promise<void> {
     this.index ??= await readIndex(this.sink);
     const index = this.index;
-    const findBinary = () =>
-      (this.binary ??= Promise.resolve().then(
-        this.o.binary ?? (async () => (await findFfmpeg({ signal: this.o.signal })).path),
-      ));
+    const findBinary = this.findBinary;
     while (!this.settled && this.queue.length > 0 && !this.o.signal?.aborted) {
       // A moment for more to be stored: a batch of one would cost a process per still again.
       await new Promise((resolve) => setTimeout(resolve, GATHER_MS));
@@ -290,6 +289,18 @@ export class StillsAsStored {
       await writeIndex(this.sink, index).catch(() => undefined);
     }
   }
+}
+
+/**
+ * The ffmpeg to run, found once, when the first still is to be made (a page of reused stills runs
+ * none): the one `assemble` would run, unless the options name one.
+ */
+function ffmpegOnce(o: StillsOptions): () => Promise<string> {
+  let found: Promise<string> | undefined;
+  return () => {
+    found ??= Promise.resolve().then(o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path));
+    return found;
+  };
 }
 
 /** `work` over `items`, at most `parallel` at a time; a failure of one is its own to report. */
@@ -317,8 +328,6 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   if (videos.length === 0) return result;
   const index = await readIndex(sink);
   const before = JSON.stringify(index);
-  // Found once per page, when the first still is to be made: a page of reused stills runs no ffmpeg.
-  let binary: Promise<string> | undefined;
   const fail = (video: VideoFile, why: string) => {
     result.missing.set(video.uri, why);
   };
@@ -341,10 +350,7 @@ export async function makeStills(sink: Sink, report: Report, o: StillsOptions = 
   await inTurn(videos, PARALLEL * 4, (video) =>
     reuse(video).catch((error: unknown) => fail(video, reason(error))),
   );
-  const findBinary = () =>
-    (binary ??= Promise.resolve().then(
-      o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path),
-    ));
+  const findBinary = ffmpegOnce(o);
   const book: Book = { index, made: result, fail };
   const batches: Queued[][] = [];
   for (let i = 0; i < todo.length; i += BATCH) batches.push(todo.slice(i, i + BATCH));
