@@ -140,7 +140,8 @@ browserTest(
     // The detail of a shot: its prompt, its line, its takes' players; the failed take's error.
     await page.click('#grid .tile[data-key="s08"] a.open');
     const s08 = page.locator('article[data-shot="s08"]');
-    expect(await s08.isVisible()).toBe(true);
+    // Shown on the hash's change, an event after the click: waited for, not raced.
+    await expect.poll(() => s08.isVisible()).toBe(true);
     expect(await s08.locator(".prompt").textContent()).toBe("Shot 8: the keeper climbs the stairs");
     expect(await s08.locator(".line .text").textContent()).toBe("Line 8 of the narration.");
     expect(await s08.locator(".error").textContent()).toBe("generation_failed the service failed");

@@ -132,14 +132,15 @@ browserTest(
     expect(await filter("all")).toEqual(all);
 
     // A tile opens its row's detail, alone; the back link returns to the grid.
+    // The views change on the hash's change, an event after the click: waited for, not raced.
     await page.click('#grid .tile[data-key="s02"] a.open');
-    expect(await page.locator('article[data-shot="s02"]').isVisible()).toBe(true);
+    await expect.poll(() => page.locator('article[data-shot="s02"]').isVisible()).toBe(true);
     expect(await page.locator('article[data-shot="s01"]').isVisible()).toBe(false);
     expect(await page.locator("#grid").isVisible()).toBe(false);
     expect(await page.locator('article[data-shot="s02"] video').count()).toBe(2);
     expect(await page.locator('article[data-shot="s02"] video').first().isVisible()).toBe(true);
     await page.click('article[data-shot="s02"] a.back');
-    expect(await page.locator("#grid").isVisible()).toBe(true);
+    await expect.poll(() => page.locator("#grid").isVisible()).toBe(true);
     expect(await page.locator('article[data-shot="s02"]').isVisible()).toBe(false);
 
     // What a reviewer reads: the failure and its message as text, the resolution that was delivered.
