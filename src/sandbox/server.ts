@@ -31,6 +31,11 @@ export const SandboxOptions = z.object({
   rateLimit: z.number().positive().nullable().default(null),
   allowPrivateUrls: z.boolean().default(false),
   /**
+   * Every result video the same plain picture for its size and length, made once: for load tests,
+   * where making each task's own picture would take CPU from the clients measured beside it.
+   */
+  plainVideos: z.boolean().default(false),
+  /**
    * The address clients use, when it is not the one listened on (a container reached by its name
    * on a Docker network, a published port): result and upload URLs name it, so they can be fetched.
    */
@@ -165,7 +170,17 @@ function openServices(options: z.output<typeof SandboxOptions>): {
   }
   for (const voice of PRESET_VOICES) world.presetVoices.set(voice.voice_id, { ...voice, created_at: bootS });
   const faults = new Faults(options.rateLimit);
-  return { services: { world, video, speech, faults, media: { ...NO_MEDIA_CONTROL } }, callbacks };
+  return {
+    services: {
+      world,
+      video,
+      speech,
+      faults,
+      media: { ...NO_MEDIA_CONTROL },
+      plainVideos: options.plainVideos,
+    },
+    callbacks,
+  };
 }
 
 /** The injected fault an API request draws, after its injected latency. */

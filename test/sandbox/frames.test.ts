@@ -68,12 +68,12 @@ async function save(mp4: Buffer): Promise<string> {
 }
 
 /** Makes a video task over HTTP, waits for it and downloads its result. */
-async function take(body: Record<string, unknown>): Promise<{ id: string; mp4: Buffer }> {
-  const created = await call(sb.url, "POST", "/vid/v2/video_generation", { body });
+async function take(body: Record<string, unknown>, on: Sandbox = sb): Promise<{ id: string; mp4: Buffer }> {
+  const created = await call(on.url, "POST", "/vid/v2/video_generation", { body });
   expect(created.status, JSON.stringify(created.body)).toBe(200);
   const id = created.body.task_id as string;
   const task = await until(
-    async () => (await call(sb.url, "GET", `/vid/v2/query/video_generation/${id}`)).body.task,
+    async () => (await call(on.url, "GET", `/vid/v2/query/video_generation/${id}`)).body.task,
     (t) => t.status !== "queued" && t.status !== "running",
     30_000,
   );
@@ -265,5 +265,27 @@ browserTest("Chromium plays a sandbox video: it advances and shows more than one
     // The browser keeps its connections open; close waits for them otherwise.
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+it("--plain-videos: two tasks of one size and length get the same plain picture, made once", async () => {
+  const plain = await sandbox({ timeScale: 0.0001, points: 1_000_000, plainVideos: true });
+  try {
+    const request = (text: string) => ({
+      model: "vid-h3-lite",
+      content: [{ type: "text", text }],
+      resolution: "480P",
+      ratio: "16:9",
+      duration: 4,
+    });
+    const a = await take(request("a lighthouse"), plain);
+    const b = await take(request("the lamp room"), plain);
+    expect(a.id).not.toBe(b.id);
+    expect(b.mp4.equals(a.mp4)).toBe(true);
+    // The sandbox's own default still tells the two apart.
+    const c = await take(request("a lighthouse"));
+    expect(c.mp4.equals(a.mp4)).toBe(false);
+  } finally {
+    await plain.close();
   }
 });

@@ -19,10 +19,10 @@ export const MEDIA_ROUTES: readonly Route[] = [
       const task = s.video.media(file.replace(/\.mp4$/, ""));
       if (task?.status !== "succeeded") return missing(c);
       if (injectedMediaFault(c, s.media)) return undefined;
-      const mp4 = await makeMp4(task.duration, task.width, task.height, {
-        id: task.id,
-        prompt: task.prompt ?? "",
-      });
+      // Without a task, the picture is made once per size and length (the cache's key).
+      const mp4 = s.plainVideos
+        ? await makeMp4(task.duration, task.width, task.height)
+        : await makeMp4(task.duration, task.width, task.height, { id: task.id, prompt: task.prompt ?? "" });
       if (s.media.video_pad_bytes >= 8) return sendPadded(c, mp4, s.media.video_pad_bytes);
       return sendMedia(c, mp4, "video/mp4");
     },

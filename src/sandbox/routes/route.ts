@@ -23,6 +23,8 @@ export interface Services {
   speech: SpeechService;
   faults: Faults;
   media: MediaControl;
+  /** `--plain-videos`: one plain picture per size and length instead of each task's own. */
+  plainVideos: boolean;
 }
 
 /** What a route handler receives. */

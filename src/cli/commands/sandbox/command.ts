@@ -10,6 +10,7 @@ export interface SandboxArgs {
   points: number;
   "time-scale": number;
   "rate-limit"?: number;
+  "plain-videos"?: boolean;
   "allow-private-urls": boolean;
   "public-url"?: string;
 }
@@ -48,6 +49,12 @@ function sandboxOptions(yargs: Argv, option: AddOption): Argv<SandboxArgs> {
     type: "boolean",
     default: false,
     describe: "accept loopback and private addresses for materials and callbacks (local tests only)",
+  });
+  y = option(y, "plain-videos", {
+    type: "boolean",
+    default: false,
+    describe:
+      "every result video one plain picture per size and length, made once (load tests: no CPU spent on pictures)",
   });
   y = option(y, "public-url", {
     type: "string",

@@ -24,6 +24,7 @@ export async function sandboxCommand(
       timeScale: args["time-scale"],
       rateLimit: args["rate-limit"] ?? null,
       allowPrivateUrls: args["allow-private-urls"],
+      plainVideos: args["plain-videos"] ?? false,
       ...(args["public-url"] ? { publicUrl: args["public-url"] } : {}),
     });
   } catch (error) {
