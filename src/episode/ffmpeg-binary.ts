@@ -8,7 +8,7 @@ import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { delimiter, join, resolve } from "node:path";
 import { parseVersion, versionArgs } from "./ffmpeg.js";
-import { FfmpegError, ffmpegBinary, runFfmpeg } from "./ffmpeg-run.js";
+import { FfmpegError, ffmpegBinary, type Launch, runFfmpeg } from "./ffmpeg-run.js";
 
 type FfmpegSource = "flag" | "env" | "path" | "packaged";
 
@@ -29,6 +29,8 @@ interface FindOptions {
   signal?: AbortSignal | undefined;
   /** How long `-version` may take (default 20 s: a loaded machine starts a process slowly). */
   timeoutMs?: number | undefined;
+  /** Where `-version` is started from (runFfmpeg's `launch`). */
+  launch?: Launch | undefined;
 }
 
 const ENV_VAR = "CLAPPER_FFMPEG";
@@ -96,6 +98,7 @@ export async function findFfmpeg(o: FindOptions = {}): Promise<FoundFfmpeg> {
   try {
     const r = await runFfmpeg(versionArgs(), {
       binary: path,
+      launch: o.launch,
       timeoutMs: o.timeoutMs ?? VERSION_TIMEOUT_MS,
       signal: o.signal,
       maxStdout: VERSION_MAX_BYTES,

@@ -1,5 +1,6 @@
 // Runs ffmpeg: one process per call, with a timeout, an AbortSignal, and the last lines of stderr
-// kept for the message of a failure. Which binary is chosen is ffmpeg-binary.ts's part (a flag, a
+// kept for the message of a failure. The process is started from this one, or by a Spawner
+// (spawner.ts) when this one is large. Which binary is chosen is ffmpeg-binary.ts's part (a flag, a
 // variable, PATH, or the one packaged in @ffmpeg-installer/ffmpeg, found here by ffmpegBinary).
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
@@ -37,8 +38,59 @@ export function ffmpegBinary(): string {
   }
 }
 
+/** What runFfmpeg hears of a process it started. */
+export interface ProcessEvents {
+  stdout(chunk: Buffer): void;
+  stderr(chunk: string): void;
+  error(error: NodeJS.ErrnoException): void;
+  close(code: number | null, signal: NodeJS.Signals | null): void;
+}
+
+/** A started process, as runFfmpeg stops it. */
+interface Started {
+  kill(signal: NodeJS.Signals): void;
+  exited(): boolean;
+}
+
+interface LaunchOptions {
+  /** Whether stdout is read (else discarded). */
+  stdout: boolean;
+  nice?: number | undefined;
+}
+
+/** Starts a process: here by default, or by a Spawner (spawner.ts) for a large process. */
+export type Launch = (
+  binary: string,
+  args: readonly string[],
+  o: LaunchOptions,
+  on: ProcessEvents,
+) => Started;
+
+/** Starts the process from this one. */
+export const launchHere: Launch = (binary, args, o, on) => {
+  const child = spawn(binary, [...args], {
+    stdio: ["ignore", o.stdout ? "pipe" : "ignore", "pipe"],
+    // Its own process group is not needed: ffmpeg starts no children.
+    windowsHide: true,
+  });
+  if (o.nice && child.pid !== undefined) {
+    try {
+      setPriority(child.pid, o.nice);
+    } catch {
+      // Not allowed here (a container's policy): it runs at the run's own priority.
+    }
+  }
+  child.stderr?.setEncoding("utf8").on("data", on.stderr);
+  child.stdout?.on("data", on.stdout);
+  child.once("error", on.error);
+  child.once("close", on.close);
+  return { kill: (signal) => void child.kill(signal), exited: () => child.exitCode !== null };
+};
+
 interface RunFfmpegOptions {
   binary: string;
+  /** Where the process is started from (launchHere by default). */
+  launch?: Launch | undefined;
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   /** Bytes of stdout kept (a PCM read); stdout is discarded when 0. */
@@ -79,20 +131,8 @@ export function runFfmpeg(args: readonly string[], o: RunFfmpegOptions): Promise
     let stdoutBytes = 0;
     let ended: FfmpegFailure | undefined;
     let killTimer: NodeJS.Timeout | undefined;
-    const child = spawn(o.binary, [...args], {
-      stdio: ["ignore", o.maxStdout ? "pipe" : "ignore", "pipe"],
-      // Its own process group is not needed: ffmpeg starts no children.
-      windowsHide: true,
-    });
-    if (o.nice && child.pid !== undefined) {
-      try {
-        setPriority(child.pid, o.nice);
-      } catch {
-        // Not allowed here (a container's policy): it runs at the run's own priority.
-      }
-    }
     const stop = (why: FfmpegFailure) => {
-      if (ended || child.exitCode !== null) return;
+      if (ended || child.exited()) return;
       ended = why;
       child.kill("SIGTERM");
       killTimer = setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS);
@@ -106,50 +146,59 @@ export function runFfmpeg(args: readonly string[], o: RunFfmpegOptions): Promise
       if (killTimer) clearTimeout(killTimer);
       o.signal?.removeEventListener("abort", onAbort);
     };
-    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-      stderr += chunk;
-      if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
-    });
-    child.stdout?.on("data", (chunk: Buffer) => {
-      if (stdoutBytes >= (o.maxStdout ?? 0)) return;
-      stdout.push(chunk);
-      stdoutBytes += chunk.length;
-    });
-    child.once("error", (error: NodeJS.ErrnoException) => {
-      done();
-      const reason =
-        error.code === "ENOENT"
-          ? "no such file (ENOENT)"
-          : error.code === "EACCES"
-            ? "not executable (EACCES)"
-            : error.message;
-      reject(new FfmpegError("missing", `cannot run ffmpeg at ${o.binary}: ${reason}; ${INSTALL_HINT}`));
-    });
-    child.once("close", (code, signal) => {
-      done();
-      const kept = stderr.slice(-STDERR_KEEP);
-      const tail = tailLines(kept);
-      if (ended === "timeout") {
-        reject(
-          new FfmpegError(
-            "timeout",
-            `ffmpeg did not finish within ${Math.round(o.timeoutMs / 1000)} s`,
-            tail,
-          ),
-        );
-        return;
-      }
-      if (ended === "aborted") {
-        reject(new FfmpegError("aborted", "stopped: ffmpeg was ended", tail));
-        return;
-      }
-      const exit = code ?? -1;
-      if (exit !== 0 && !o.acceptExit?.(exit)) {
-        const how = signal ? `was killed by ${signal}` : `exited with code ${exit}`;
-        reject(new FfmpegError("failed", `ffmpeg ${how}${tail.length > 0 ? `: ${tail.at(-1)}` : ""}`, tail));
-        return;
-      }
-      resolve({ code: exit, stdout: Buffer.concat(stdout).subarray(0, o.maxStdout ?? 0), stderr: kept });
-    });
+    const child = (o.launch ?? launchHere)(
+      o.binary,
+      args,
+      { stdout: Boolean(o.maxStdout), nice: o.nice },
+      {
+        stderr: (chunk) => {
+          stderr += chunk;
+          if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
+        },
+        stdout: (chunk) => {
+          if (stdoutBytes >= (o.maxStdout ?? 0)) return;
+          stdout.push(chunk);
+          stdoutBytes += chunk.length;
+        },
+        error: (error) => {
+          done();
+          const reason =
+            error.code === "ENOENT"
+              ? "no such file (ENOENT)"
+              : error.code === "EACCES"
+                ? "not executable (EACCES)"
+                : error.message;
+          reject(new FfmpegError("missing", `cannot run ffmpeg at ${o.binary}: ${reason}; ${INSTALL_HINT}`));
+        },
+        close: (code, signal) => {
+          done();
+          const kept = stderr.slice(-STDERR_KEEP);
+          const tail = tailLines(kept);
+          if (ended === "timeout") {
+            reject(
+              new FfmpegError(
+                "timeout",
+                `ffmpeg did not finish within ${Math.round(o.timeoutMs / 1000)} s`,
+                tail,
+              ),
+            );
+            return;
+          }
+          if (ended === "aborted") {
+            reject(new FfmpegError("aborted", "stopped: ffmpeg was ended", tail));
+            return;
+          }
+          const exit = code ?? -1;
+          if (exit !== 0 && !o.acceptExit?.(exit)) {
+            const how = signal ? `was killed by ${signal}` : `exited with code ${exit}`;
+            reject(
+              new FfmpegError("failed", `ffmpeg ${how}${tail.length > 0 ? `: ${tail.at(-1)}` : ""}`, tail),
+            );
+            return;
+          }
+          resolve({ code: exit, stdout: Buffer.concat(stdout).subarray(0, o.maxStdout ?? 0), stderr: kept });
+        },
+      },
+    );
   });
 }

@@ -1,5 +1,6 @@
 // Writing the reports beside the outputs: report.json, report.md, junit.xml and report.html, and
 // the summary for GitHub Actions.
+import type { Launch } from "../episode/ffmpeg-run.js";
 import type { Job } from "../manifest/index.js";
 import { renderReviewPage } from "../review/page.js";
 import { pageInput } from "../review/page-input.js";
@@ -31,8 +32,11 @@ interface WriteReportsOptions {
   signal?: AbortSignal | undefined;
   /** What could not be shown on report.html (a still, the picks): said, never a failure. */
   onWarning?: ((message: string) => void) | undefined;
-  /** Make the stills of the videos for report.html's grid (default true). */
-  stills?: boolean;
+  /**
+   * Make the stills of the videos for report.html's grid (default true); a Launch starts their
+   * ffmpegs (the run's spawner, already started for the stills made as videos were stored).
+   */
+  stills?: boolean | Launch;
 }
 
 /** The reports' folder in the sink: a shard's go to `reports/shards/I-of-N`. */
@@ -58,7 +62,12 @@ export async function writeReports(
     folder,
     picksFile: options.manifestPath ? picksPath(options.manifestPath) : undefined,
     signal: options.signal,
-    stills: options.stills === false ? false : undefined,
+    stills:
+      options.stills === false
+        ? false
+        : typeof options.stills === "function"
+          ? { launch: options.stills }
+          : undefined,
   });
   for (const w of warnings) options.onWarning?.(w);
   const page = renderReviewPage(input);

@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { findFfmpeg } from "../episode/ffmpeg-binary.js";
-import { FfmpegError, runFfmpeg } from "../episode/ffmpeg-run.js";
+import { FfmpegError, type Launch, runFfmpeg } from "../episode/ffmpeg-run.js";
+import { Spawner } from "../episode/spawner.js";
 import { KINDS } from "../report/kinds.js";
 import type { Report } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
@@ -49,6 +50,8 @@ export interface StillsOptions {
    * then the packaged binary (src/episode/ffmpeg-binary.ts).
    */
   binary?: () => string | Promise<string>;
+  /** Where each ffmpeg is started from: this process by default. */
+  launch?: Launch | undefined;
 }
 
 interface Stills {
@@ -129,6 +132,7 @@ async function frame(input: string, at: number, binary: string, o: StillsOptions
   args.push("-vf", `scale=${WIDTH}:-2`, "-f", "image2pipe", "-c:v", "mjpeg", "-q:v", "5", "pipe:1");
   const result = await runFfmpeg(args, {
     binary,
+    launch: o.launch,
     timeoutMs: o.timeoutMs ?? STILL_TIMEOUT_MS,
     signal: o.signal,
     ...(o.nice ? { nice: o.nice } : {}),
@@ -166,6 +170,7 @@ async function batchFrames(
     });
     const ran = await runFfmpeg(args, {
       binary,
+      launch: o.launch,
       timeoutMs: (o.timeoutMs ?? STILL_TIMEOUT_MS) + inputs.length * 2000,
       signal: o.signal,
       ...(o.nice ? { nice: o.nice } : {}),
@@ -250,12 +255,18 @@ export class StillsAsStored {
   private index: Index | undefined;
   private readonly findBinary: () => Promise<string>;
   private settled = false;
+  /** The run is large: its ffmpegs are started by a small helper instead (spawner.ts says why). */
+  private readonly spawner = new Spawner();
+  /** Starts an ffmpeg through this run's helper: for the page's own pass, until close. */
+  readonly launch = this.spawner.launch;
+  private readonly o: StillsOptions;
 
   constructor(
     private readonly sink: Sink,
-    private readonly o: StillsOptions = {},
+    o: StillsOptions = {},
   ) {
-    this.findBinary = ffmpegOnce(o);
+    this.o = { launch: this.spawner.launch, ...o };
+    this.findBinary = ffmpegOnce(this.o);
   }
 
   /** A video stored: its still is made soon. */
@@ -274,6 +285,12 @@ export class StillsAsStored {
   async settle(): Promise<void> {
     this.settled = true;
     await this.running;
+  }
+
+  /** Settles, and ends the helper (after the page's own pass, which starts its ffmpegs through it). */
+  async close(): Promise<void> {
+    await this.settle();
+    this.spawner.close();
   }
 
   private async drain(): Promise<void> {
@@ -298,7 +315,9 @@ export class StillsAsStored {
 function ffmpegOnce(o: StillsOptions): () => Promise<string> {
   let found: Promise<string> | undefined;
   return () => {
-    found ??= Promise.resolve().then(o.binary ?? (async () => (await findFfmpeg({ signal: o.signal })).path));
+    found ??= Promise.resolve().then(
+      o.binary ?? (async () => (await findFfmpeg({ signal: o.signal, launch: o.launch })).path),
+    );
     return found;
   };
 }
@@ -322,7 +341,17 @@ const dataUri = (jpeg: Buffer) => `data:image/jpeg;base64,${jpeg.toString("base6
  * The stills of every video of the report, made where missing or out of date and written beside
  * the outputs; each returned as a data: URI so the page stays one file.
  */
-export async function makeStills(sink: Sink, report: Report, o: StillsOptions = {}): Promise<Stills> {
+export async function makeStills(sink: Sink, report: Report, options: StillsOptions = {}): Promise<Stills> {
+  // Started on the first ffmpeg only: a page of reused stills runs none.
+  const spawner = options.launch ? undefined : new Spawner();
+  try {
+    return await stillsOf(sink, report, { ...options, launch: options.launch ?? spawner?.launch });
+  } finally {
+    spawner?.close();
+  }
+}
+
+async function stillsOf(sink: Sink, report: Report, o: StillsOptions): Promise<Stills> {
   const result: Stills = { images: new Map(), missing: new Map(), warnings: [], made: 0, reused: 0 };
   const videos = videosOf(report);
   if (videos.length === 0) return result;

@@ -138,16 +138,16 @@ describe("stills", () => {
     expect(none.warnings).toEqual([expect.stringMatching(/^no still of 2 videos .*cannot run ffmpeg/)]);
   });
 
-  it("makes a large run's stills with a few ffmpeg processes, not one per video", async () => {
+  it("makes a large run's stills with a few ffmpeg processes, not one per video, all started by one helper", async () => {
     dir = await tempDir("clapper-stills-");
     const root = join(dir.path, "out");
     await mkdir(join(root, "shots"), { recursive: true });
     const sink = new LocalSink(root);
-    // A wrapper that counts its runs, then is the real ffmpeg.
+    // A wrapper that notes each run's parent, then is the real ffmpeg.
     const real = (await findFfmpeg()).path;
     const log = join(dir.path, "runs.log");
     const wrapper = join(dir.path, "ffmpeg");
-    await writeFile(wrapper, `#!/bin/sh\necho run >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+    await writeFile(wrapper, `#!/bin/sh\necho $PPID >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
     const jobs: ReportJob[] = [];
     for (let i = 1; i <= 30; i++) {
       // Every tenth is under 2 s: no frame at 1 s in the batch, so it is made on its own.
@@ -161,8 +161,11 @@ describe("stills", () => {
     expect([made.made, made.reused]).toEqual([30, 0]);
     for (const j of jobs) expect(made.images.get(j.output?.uri ?? ""), j.id).toMatch(JPEG);
     // Two batches (24 and 6), and the three short ones on their own (a try at 1 s, then the first frame).
-    const runs = (await readFile(log, "utf8")).trim().split("\n").length;
-    expect(runs).toBe(2 + 3 * 2);
+    const parents = (await readFile(log, "utf8")).trim().split("\n").map(Number);
+    expect(parents).toHaveLength(2 + 3 * 2);
+    // Started by the helper, not by this (large) process: a fork of it each time is what it saves.
+    expect(new Set(parents).size).toBe(1);
+    expect(parents[0]).not.toBe(process.pid);
   });
 
   it("made as videos are stored, the page's pass reuses them; settled, it takes no more", async () => {

@@ -208,7 +208,7 @@ function jobRunner(
       if (!ctx.stills) {
         const stills = new StillsAsStored(opened.sink, { signal: ctx.stop.signal, nice: 10 });
         // Settled by finish before the reports; a run that ends otherwise leaves no ffmpeg behind.
-        ctx.defer(() => stills.settle());
+        ctx.defer(() => stills.close());
         ctx.stills = stills;
       }
       ctx.stills.add(output);

@@ -2,6 +2,7 @@
 // `finish` record of a run that ended, and how it ended. An interrupted run (a stop, the deadline,
 // an unreachable service) writes its report but not `finish`: the next run resumes it.
 
+import type { Launch } from "../../episode/ffmpeg-run.js";
 import { buildReport } from "../../report/build.js";
 import { reportsFolder, writeReports } from "../../report/writing.js";
 import type { RunContext } from "../context.js";
@@ -11,6 +12,12 @@ import type { RunOutcome, StoppedBy } from "../types.js";
 import type { Admitted } from "./admission.js";
 import type { Executed } from "./execute.js";
 import type { Opened } from "./open.js";
+
+/** The page's stills: none, or made through the helper the run's stills already started. */
+function stillsOf(ctx: RunContext): { stills?: false | Launch } {
+  if (ctx.options.stills === false) return { stills: false };
+  return ctx.stills ? { stills: ctx.stills.launch } : {};
+}
 
 export async function finish(
   ctx: RunContext,
@@ -58,7 +65,7 @@ export async function finish(
       folder: reportsFolder(shard),
       jobs,
       manifestPath: located.manifest.path,
-      ...(options.stills === false ? { stills: false } : {}),
+      ...stillsOf(ctx),
       signal: ctx.signal,
       onWarning: (message) => ctx.log.warn({ event: "report-warning" }, message),
     });
