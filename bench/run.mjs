@@ -3,9 +3,11 @@
 // 1. A seeded mixed manifest of 2,000 jobs (BENCH_SEED): 1,000 shots of both models (Vid-H3,
 //    vid-h3-lite) at 480P/768P/1080P, 4 to 10 s, six ratios; 1,000 lines of 20 to 300 characters
 //    at speeds 0.9 to 1.2. Tasks of different sizes end at different times, so most are looked at
-//    more than once, and results range from a few KB to about 1 MB. It is run twice, each against a
-//    fresh sandbox at time scale 0.001:
-//    - tuned: --in-flight 200 --rps 500 --poll-interval 0.2, the settings of a user who tuned them;
+//    more than once, and results range from a few KB to about 1 MB. It is run three times, each
+//    against a fresh sandbox at time scale 0.001:
+//    - tuned: --in-flight 200 --rps 500 --poll-interval 0.2, the settings of a user who tuned them,
+//      and --no-stills;
+//    - stills: the same, with the stills for report.html made as by default;
 //    - default: no --rps, --in-flight nor --poll-interval (the rate is found from a safe start up
 //      to its ceiling, 128 tasks in flight per service, a look a second at most).
 //    Measured for each: API requests per job (sandbox stats; /_media/ downloads, /_uploads/ and
@@ -23,9 +25,12 @@
 //    and the figure is the highest RSS from then to the end of the download, minus that baseline
 //    (never negative: the baseline is one of the samples). The stored file's size is checked.
 //
-// Targets (PASS/MISS; exit 1 on a miss): CPU per job at most 1.2x the floor's (the reference part); for both runs <= 3 requests
-// per job, < 300 MB peak, every output matching the report; < 64 MB over the baseline while
-// streaming 1 GiB. The default run's CPU per job is printed for comparison, without a target.
+// Targets (PASS/MISS; exit 1 on a miss): the tuned run's CPU per job at most 1.2x the floor's (the
+// reference part). The tuned run makes no stills (--no-stills), so that it does the floor's work;
+// the "stills" part is the same run with them, as a run makes them by default (ffmpeg beside the
+// run, a frame of each video for report.html), and its CPU is printed against the floor without a
+// target, as is the default run's. For every run <= 3 requests per job, < 300 MB peak, every output
+// matching the report; < 64 MB over the baseline while streaming 1 GiB.
 //
 // CPU and peak memory come from the runner itself: a module preloaded with --import writes
 // process.cpuUsage() and resourceUsage().maxRSS when it exits, and notes the CPU time spent when
@@ -34,7 +39,7 @@
 // Linux only (/proc); no tool beyond Node. CPU time grows on a busy machine (the sandbox shares it):
 // run it on an otherwise idle one, and compare best of several runs.
 //
-// Settings: BENCH_JOBS (2000), BENCH_SEED (1), BENCH_PARTS (tuned,default,reference,stream), BENCH_TIME_SCALE
+// Settings: BENCH_JOBS (2000), BENCH_SEED (1), BENCH_PARTS (tuned,stills,default,reference,stream), BENCH_TIME_SCALE
 // (0.001), BENCH_IN_FLIGHT (200), BENCH_RPS (500), BENCH_POLL_INTERVAL (0.2), BENCH_STREAM_BYTES
 // (1 GiB), BENCH_TMP (temp folder for the outputs), BENCH_KEEP (keep the outputs), BENCH_RUNNER_NODE_ARGS
 // (extra Node flags for the runner, e.g. "--cpu-prof --cpu-prof-dir=DIR"), BENCH_TIMEOUT (seconds
@@ -64,7 +69,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JOBS = Number(process.env.BENCH_JOBS ?? 2000);
 const SEED = Number(process.env.BENCH_SEED ?? 1);
 const PARTS = new Set(
-  (process.env.BENCH_PARTS ?? "tuned,default,reference,stream").split(",").map((s) => s.trim()),
+  (process.env.BENCH_PARTS ?? "tuned,stills,default,reference,stream").split(",").map((s) => s.trim()),
 );
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 0.001);
 const TUNED_FLAGS = [
@@ -526,18 +531,22 @@ async function referenceRun() {
 
 const loadAtStart = readFileSync("/proc/loadavg", "utf8").split(" ")[0];
 let workload;
-if (PARTS.has("tuned")) workload = await jobsRun("tuned", TUNED_FLAGS, undefined);
+if (PARTS.has("tuned")) workload = await jobsRun("tuned", [...TUNED_FLAGS, "--no-stills"], undefined);
+if (PARTS.has("stills")) workload = await jobsRun("stills", TUNED_FLAGS, undefined);
 if (PARTS.has("default")) workload = await jobsRun("default", [], undefined);
 if (PARTS.has("reference")) workload = await referenceRun();
 if (workload) results.unshift([`workload:                  ${workload}`, true]);
 if (cpuPerJobOf.reference !== undefined) {
-  for (const label of ["tuned", "default"]) {
+  for (const label of ["tuned", "stills", "default"]) {
     const cpu = cpuPerJobOf[label];
     if (cpu === undefined) continue;
     const ratio = cpu / cpuPerJobOf.reference;
-    const ok = ratio <= TARGET.cpuRatio;
+    // Only the tuned run does the floor's work and no more; the others make stills besides.
+    const judged = label === "tuned";
+    const ok = !judged || ratio <= TARGET.cpuRatio;
+    const note = judged ? `target <= ${TARGET.cpuRatio}x: ${verdict(ok)}` : "with stills, no target";
     results.push([
-      `${`${label} CPU against the floor:`.padEnd(27)}${fmt(ratio, 2)}x (${fmt(cpu, 2)} ms against ${fmt(cpuPerJobOf.reference, 2)} ms; target <= ${TARGET.cpuRatio}x: ${verdict(ok)})`,
+      `${`${label} CPU against the floor:`.padEnd(27)}${fmt(ratio, 2)}x (${fmt(cpu, 2)} ms against ${fmt(cpuPerJobOf.reference, 2)} ms; ${note})`,
       ok,
     ]);
   }
