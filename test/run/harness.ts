@@ -492,3 +492,16 @@ export async function verifyOutputs(report: Report): Promise<Array<{ id: string;
   }
   return problems;
 }
+
+/** Two narration lines, the second's text given: the manifest the versions' kill tests edit. */
+export const twoLines = (n02: string) =>
+  [
+    "name: ep",
+    "output: ./output",
+    "defaults:",
+    '  line: { language: EN, voice: "preset:en_female_bright" }',
+    "lines:",
+    '  - { id: n01, text: "Every night, the light came on at seven." }',
+    `  - { id: n02, text: "${n02}" }`,
+    "",
+  ].join("\n");

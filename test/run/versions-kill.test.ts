@@ -23,6 +23,7 @@ import {
   staleBuild,
   startSandbox,
   statsDelta,
+  twoLines,
   verifyOutputs,
   type Workspace,
   workspace,
@@ -44,17 +45,7 @@ afterAll(async () => {
   for (const ws of spaces) await ws.remove();
 });
 
-const manifest = (n02: string) =>
-  [
-    "name: ep",
-    "output: ./output",
-    "defaults:",
-    '  line: { language: EN, voice: "preset:en_female_bright" }',
-    "lines:",
-    '  - { id: n01, text: "Every night, the light came on at seven." }',
-    `  - { id: n02, text: "${n02}" }`,
-    "",
-  ].join("\n");
+const manifest = twoLines;
 
 interface Cut {
   what: string;

@@ -39,8 +39,29 @@ export interface S3Request {
   status: number;
 }
 
+/** A request as a hook sees it, before s3rver answers it. */
+export interface HeldRequest {
+  method: string;
+  /** Path-style: `/bucket/key`. */
+  path: string;
+  /** A CopyObject's source (`/bucket/key`, decoded), or undefined. */
+  copySource: string | undefined;
+}
+
+/**
+ * Hooks on every request, for killing a client at an exact moment: `before` runs before the store
+ * does anything (returning "drop" answers 503 and does nothing, as if the request never arrived),
+ * `after` once the store has done it, before its answer leaves.
+ */
+export interface StoreHooks {
+  before?: (r: HeldRequest) => Promise<"drop" | undefined> | "drop" | undefined;
+  after?: (r: HeldRequest) => Promise<void> | void;
+}
+
 export interface Store {
   port: number;
+  /** Set to hold requests at exact moments (StoreHooks); cleared with `{}`. */
+  hooks: StoreHooks;
   /** Multipart uploads begun and neither completed nor aborted, under `prefix`. */
   uploads(prefix?: string): Promise<Array<{ key: string; uploadId: string }>>;
   endpoint: string;
@@ -73,7 +94,12 @@ export interface StoredObject {
   text: string;
 }
 
-async function listen(directory: string, port: number, log: S3Request[]): Promise<S3rver> {
+async function listen(
+  directory: string,
+  port: number,
+  log: S3Request[],
+  hooks: () => StoreHooks,
+): Promise<S3rver> {
   const server = new S3rver({
     port,
     address: "127.0.0.1",
@@ -120,6 +146,22 @@ async function listen(directory: string, port: number, log: S3Request[]): Promis
     }
     await next();
   });
+  server.middleware.unshift(async (ctx, next) => {
+    const h = hooks();
+    if (!h.before && !h.after) return next();
+    const source = ctx.headers["x-amz-copy-source"];
+    const r: HeldRequest = {
+      method: ctx.method,
+      path: decodeURIComponent(ctx.path),
+      copySource: typeof source === "string" ? decodeURIComponent(source) : undefined,
+    };
+    if ((await h.before?.(r)) === "drop") {
+      ctx.status = 503;
+      return;
+    }
+    await next();
+    await h.after?.(r);
+  });
   // First in the stack, so it sees every request before s3rver's router answers it.
   server.middleware.unshift(async (ctx, next) => {
     try {
@@ -150,7 +192,8 @@ async function stopServer(server: S3rver | undefined, abrupt: boolean): Promise<
 export async function startStore(): Promise<Store> {
   const directory = await mkdtemp(join(tmpdir(), "clapper-s3-"));
   const requests: S3Request[] = [];
-  let server: S3rver | undefined = await listen(directory, 0, requests);
+  let hooks: StoreHooks = {};
+  let server: S3rver | undefined = await listen(directory, 0, requests, () => hooks);
   const address = server.httpServer?.address();
   if (!address || typeof address === "string") throw new Error("s3rver is not listening");
   const port = address.port;
@@ -175,6 +218,12 @@ export async function startStore(): Promise<Store> {
   };
   return {
     port,
+    get hooks() {
+      return hooks;
+    },
+    set hooks(h: StoreHooks) {
+      hooks = h;
+    },
     endpoint,
     directory,
     requests,
@@ -185,7 +234,7 @@ export async function startStore(): Promise<Store> {
     },
     async restart() {
       await stopServer(server, true);
-      server = await listen(directory, port, requests);
+      server = await listen(directory, port, requests, () => hooks);
     },
     async list(prefix = "") {
       const out: Array<{ key: string; bytes: number }> = [];
