@@ -11,7 +11,6 @@ const TIMED = [
   "test/metrics/pushgateway.test.ts",
   "test/run/killloop.test.ts",
   "test/run/auto-kill.test.ts",
-  "test/run/retry-after.test.ts",
   "test/run/rates.test.ts",
   "test/run/longest-first.test.ts",
   "test/engine/lock.test.ts",
