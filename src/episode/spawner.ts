@@ -26,6 +26,7 @@ process.on("message", (m) => {
     return;
   }
   children.set(m.id, child);
+  send({ id: m.id, pid: child.pid });
   if (m.nice && child.pid !== undefined) { try { setPriority(child.pid, m.nice); } catch {} }
   child.stderr.setEncoding("utf8").on("data", (s) => send({ id: m.id, stderr: s }));
   child.stdout?.on("data", (b) => send({ id: m.id, stdout: b.toString("base64") }));
@@ -38,6 +39,8 @@ process.on("disconnect", () => { for (const c of children.values()) c.kill("SIGK
 /** What the helper says of one process. */
 interface Said {
   id: number;
+  /** The process's pid, once started: for killing it directly if the helper itself dies. */
+  pid?: number;
   stdout?: string;
   stderr?: string;
   error?: { code?: string; message: string };
@@ -52,6 +55,7 @@ export class Spawner {
   private next = 0;
   /** Processes started and not yet closed, by id: each hears its close exactly once. */
   private readonly running = new Map<number, ProcessEvents>();
+  private readonly pids = new Map<number, number>();
 
   /** Starts a process through the helper, which is started on first use. */
   readonly launch: Launch = (binary, args, o, on) => {
@@ -63,6 +67,7 @@ export class Spawner {
       close: (code, signal) => {
         exited = true;
         this.running.delete(id);
+        this.pids.delete(id);
         on.close(code, signal);
       },
     });
@@ -71,7 +76,9 @@ export class Spawner {
     });
     return {
       kill: (signal) => {
-        if (!exited) this.helper?.send({ id, kill: signal }, () => {});
+        if (exited) return;
+        if (this.helper?.connected) this.helper.send({ id, kill: signal }, () => {});
+        else this.killDirectly(id, signal);
       },
       exited: () => exited,
     };
@@ -96,19 +103,35 @@ export class Spawner {
     helper.unref();
     helper.channel?.unref();
     helper.on("message", (m: Said) => this.heard(m));
-    helper.on("error", () => {});
-    helper.once("exit", (code, signal) => {
+    // A helper that could not start, or ended: what it was running can no longer be told about.
+    // Its processes are killed from here (a helper killed by SIGKILL could not), and fail.
+    const gone = (why: string) => {
       if (this.helper === helper) this.helper = undefined;
-      const why = new Error(`the process that starts ffmpeg ended (${signal ?? `code ${code}`})`);
-      for (const id of [...this.running.keys()]) this.lost(id, why);
-    });
+      for (const id of [...this.running.keys()]) {
+        this.killDirectly(id, "SIGKILL");
+        this.lost(id, new Error(`the process that starts ffmpeg ${why}`));
+      }
+    };
+    helper.on("error", (error) => gone(`failed: ${error.message}`));
+    helper.once("exit", (code, signal) => gone(`ended (${signal ?? `code ${code}`})`));
     this.helper = helper;
     return helper;
+  }
+
+  private killDirectly(id: number, signal: NodeJS.Signals): void {
+    const pid = this.pids.get(id);
+    if (pid === undefined) return;
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Already gone.
+    }
   }
 
   private heard(m: Said): void {
     const on = this.running.get(m.id);
     if (!on) return;
+    if (m.pid !== undefined) this.pids.set(m.id, m.pid);
     if (m.stdout !== undefined) on.stdout(Buffer.from(m.stdout, "base64"));
     if (m.stderr !== undefined) on.stderr(m.stderr);
     if (m.error) on.error(Object.assign(new Error(m.error.message), { code: m.error.code }));

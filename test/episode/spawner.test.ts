@@ -101,6 +101,44 @@ describe("a Spawner", () => {
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
+  it("a helper killed under way fails what it ran at once, and its process is killed from here", async () => {
+    const spawner = helper();
+    let out = "";
+    const running = runFfmpeg(["-c", "echo $PPID $$; exec sleep 30"], {
+      binary: "/bin/sh",
+      // Its stdout as it comes: the pids are known before the process ends.
+      launch: (binary, args, o, on) =>
+        spawner.launch(binary, args, o, {
+          ...on,
+          stdout: (chunk) => {
+            out += chunk.toString();
+            on.stdout(chunk);
+          },
+        }),
+      timeoutMs: 60_000,
+      maxStdout: 100,
+    });
+    const [helperPid, sleeper] = (await until(async () => (out.includes("\n") ? out : undefined)))
+      .trim()
+      .split(" ")
+      .map(Number) as [number, number];
+    const started = Date.now();
+    process.kill(helperPid, "SIGKILL");
+    const failed = await failureOf(running);
+    expect(failed.kind).toBe("failed");
+    expect(failed.tail.join("\n")).toMatch(/the process that starts ffmpeg ended \(SIGKILL\)/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await until(async () => ((await alive(sleeper)) ? undefined : true));
+    // The next process starts a new helper.
+    const again = await runFfmpeg(["ok"], {
+      binary: "/bin/echo",
+      launch: spawner.launch,
+      timeoutMs: 10_000,
+      maxStdout: 10,
+    });
+    expect(again.stdout.toString()).toBe("ok\n");
+  });
+
   it("starts ffmpeg from the helper, at the nice value asked, without the API key", async () => {
     const previous = process.env.CLAPPER_API_KEY;
     process.env.CLAPPER_API_KEY = "sk-ml-not-for-children";
