@@ -14,7 +14,9 @@ const HELPER = `"use strict";
 const { spawn } = require("node:child_process");
 const { setPriority } = require("node:os");
 const children = new Map();
-const send = (m) => { try { process.send(m); } catch {} };
+// With a callback, a send on a closed channel is that callback's error, not a crash.
+const send = (m) => { try { process.send(m, undefined, {}, () => {}); } catch {} };
+const end = () => process.exit(0);
 process.on("message", (m) => {
   if (m.kill) { children.get(m.id)?.kill(m.kill); return; }
   let child;
@@ -33,7 +35,12 @@ process.on("message", (m) => {
   child.once("error", (e) => send({ id: m.id, error: { code: e.code, message: e.message } }));
   child.once("close", (code, signal) => { children.delete(m.id); send({ id: m.id, close: [code, signal] }); });
 });
-process.on("disconnect", () => { for (const c of children.values()) c.kill("SIGKILL"); process.exit(0); });
+process.on("disconnect", end);
+// However this process ends, what it started ends with it.
+process.on("exit", () => { for (const c of children.values()) c.kill("SIGKILL"); });
+// Its parent gone without a disconnect being seen: it is another's child now.
+const parent = process.ppid;
+setInterval(() => { if (process.ppid !== parent) end(); }, 500).unref();
 `;
 
 /** What the helper says of one process. */

@@ -21,10 +21,31 @@ function helper(): Spawner {
   return s;
 }
 
-/** Running: a zombie (ended, not yet reaped by whoever inherited it) is not. */
-async function alive(pid: number): Promise<boolean> {
+/** A process as /proc tells it: its state letter and its start time (a reused pid has another). */
+async function procOf(pid: number): Promise<{ state: string; started: string } | undefined> {
   const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
-  return stat !== "" && stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  if (stat === "") return undefined;
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0] ?? "", started: fields[19] ?? "" };
+}
+
+/** A process seen once, to ask later whether it still runs. */
+interface Seen {
+  pid: number;
+  started: string;
+}
+
+async function seen(pid: number): Promise<Seen> {
+  return { pid, started: (await procOf(pid))?.started ?? "" };
+}
+
+/**
+ * Still running: not a zombie (ended, not yet reaped by whoever inherited it), and not another
+ * process under the same pid (this machine's pids wrap at 32768, and the suite starts thousands).
+ */
+async function alive(p: Seen): Promise<boolean> {
+  const now = await procOf(p.pid);
+  return now !== undefined && now.state !== "Z" && now.started === p.started;
 }
 
 /** Field 19 of /proc/PID/stat, after the command (which may hold spaces) in parentheses. */
@@ -118,10 +139,11 @@ describe("a Spawner", () => {
       timeoutMs: 60_000,
       maxStdout: 100,
     });
-    const [helperPid, sleeper] = (await until(async () => (out.includes("\n") ? out : undefined)))
+    const [helperPid, sleeperPid] = (await until(async () => (out.includes("\n") ? out : undefined)))
       .trim()
       .split(" ")
       .map(Number) as [number, number];
+    const sleeper = await seen(sleeperPid);
     const started = Date.now();
     process.kill(helperPid, "SIGKILL");
     const failed = await failureOf(running);
@@ -201,7 +223,8 @@ describe("a Spawner", () => {
       const found = await until(async () => {
         for (const pid of await childrenOf(child.pid ?? 0)) {
           const grandchildren = await childrenOf(pid);
-          if (grandchildren.length > 0) return { helper: pid, sleeper: grandchildren[0] as number };
+          if (grandchildren.length > 0)
+            return { helper: await seen(pid), sleeper: await seen(grandchildren[0] as number) };
         }
         return undefined;
       });
