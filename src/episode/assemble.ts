@@ -88,10 +88,9 @@ export async function assembleEpisode(o: AssembleOptions): Promise<AssembleAnswe
   };
   if (!located.loaded.jobs.some(isShot))
     throw new EpisodeError("refused", `${manifest.display} has no shots: there is no episode to assemble`);
-  let picks = await readPicksOf(located);
   const state0 = await readStates();
   // A picked version is checked against the versions the run kept, told at its line in picks.yaml.
-  if (Object.values(picks).some((p) => p.version !== undefined)) picks = await readPicksOf(located, state0);
+  const picks = await readPicksOf(located, state0);
   // Nothing recorded: no run was ever made from this state.
   if (state0.run === undefined && Object.keys(state0.jobs).length === 0) {
     throw new EpisodeError(

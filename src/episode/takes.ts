@@ -6,7 +6,7 @@ import type { Job } from "../manifest/job.js";
 import { didYouMean } from "../manifest/problems.js";
 import { type Pick, picksPath, readPicks } from "../review/picks.js";
 import type { RunState } from "../state/run-state.js";
-import { type KeptVersion, versionName } from "../state/versions.js";
+import { versionName } from "../state/versions.js";
 import { isShot } from "./parts.js";
 
 type TakeSource = "pick" | "manifest" | "default";
@@ -25,16 +25,16 @@ export function versionNumber(uri: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-/** The kept version `n` of `take` of `shot`, as the state records it. */
-function keptVersion(
-  jobs: readonly Job[],
-  state: RunState,
-  shot: string,
+/** Why kept version `n` of `take` of `shot` cannot be picked from those `kept`, or undefined. */
+export function versionProblem(
+  kept: readonly { uri: string }[],
   take: number,
+  shot: string,
   n: number,
-): KeptVersion | undefined {
-  const job = jobs.find((j) => isShot(j) && j.rowId === shot && (j.take ?? 1) === take);
-  return job ? state.jobs[job.id]?.versions?.find((v) => versionNumber(v.uri) === n) : undefined;
+): string | undefined {
+  const known = kept.flatMap((v) => versionNumber(v.uri) ?? []);
+  if (known.includes(n)) return undefined;
+  return `version ${n} of take ${take} of shot ${shot} does not exist (${known.length > 0 ? `kept: ${known.join(", ")}` : "none is kept"})`;
 }
 
 /** Each shot of the manifest (by row id) with its number of takes, in manifest order. */
@@ -72,13 +72,12 @@ export function readShotPicks(
   const counts = takeCounts(jobs);
   return readPicks(picksPath(manifestPath), (shot, pick) => {
     const wrong = takeProblem(counts, shot, pick.take);
-    if (wrong !== undefined || !state || pick.version === undefined) return wrong;
-    if (keptVersion(jobs, state, shot, pick.take, pick.version)) return undefined;
-    const kept = jobs
-      .filter((j) => isShot(j) && j.rowId === shot && (j.take ?? 1) === pick.take)
-      .flatMap((j) => (state.jobs[j.id]?.versions ?? []).map((v) => versionNumber(v.uri)));
-    const known = kept.filter((n) => n !== undefined);
-    return `version ${pick.version} of take ${pick.take} of shot ${shot} does not exist (${known.length > 0 ? `kept: ${known.join(", ")}` : "none is kept"})`;
+    if (wrong !== undefined) return { message: wrong };
+    if (!state || pick.version === undefined) return undefined;
+    const job = jobs.find((j) => isShot(j) && j.rowId === shot && (j.take ?? 1) === pick.take);
+    const kept = job ? (state.jobs[job.id]?.versions ?? []) : [];
+    const missing = versionProblem(kept, pick.take, shot, pick.version);
+    return missing === undefined ? undefined : { message: missing, at: "version" };
   });
 }
 

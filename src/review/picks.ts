@@ -38,11 +38,17 @@ export interface Pick {
   version?: number;
 }
 
+/** Why a pick cannot be, and whether it is its `version:` that is wrong (else the shot's entry). */
+interface PickProblem {
+  message: string;
+  at?: "version";
+}
+
 /**
  * Judges one pick against what the picks are for (a manifest's shots and their takes): a reason it
  * cannot be, or undefined. The reason is told with the pick's own line and field.
  */
-type PickCheck = (shot: string, pick: Pick) => string | undefined;
+type PickCheck = (shot: string, pick: Pick) => PickProblem | undefined;
 
 /** The picks in a picks file: shot id -> pick. No file: no picks. */
 export async function readPicks(file: string, check?: PickCheck): Promise<Record<string, Pick>> {
@@ -117,10 +123,9 @@ function readShots(
         };
     const wrong = check?.(shot, pick);
     if (wrong !== undefined) {
-      // A version that does not exist is told at `version:`, anything else at the shot.
-      const at = wrong.startsWith("version") && pick.version !== undefined ? "version" : "";
-      const node = at && yaml.isMap(entry.value) ? entry.value.get("version", true) : entry.key;
-      throw new PicksError(file, lineOf(node), `shots.${shot}${at ? `.${at}` : ""}`, wrong);
+      const atVersion = wrong.at === "version" && yaml.isMap(entry.value);
+      const node = atVersion ? (entry.value as yaml.YAMLMap).get("version", true) : entry.key;
+      throw new PicksError(file, lineOf(node), `shots.${shot}${atVersion ? ".version" : ""}`, wrong.message);
     }
     picks[shot] = pick;
   }
@@ -167,16 +172,20 @@ function numberIn(
   return value;
 }
 
-/** The text of a picks file: shots in the order given. */
-function formatPicks(picks: Readonly<Record<string, Pick>>): string {
-  const header = "# The take picked for each shot (takes count from 1); `clapper assemble` uses them.\n";
-  const shots = Object.fromEntries(
+/** The picks as picks.yaml holds them: a plain take number, or `{take, version}` for a kept version. */
+export function picksAsWritten(picks: Readonly<Record<string, Pick>>): Record<string, number | Pick> {
+  return Object.fromEntries(
     Object.entries(picks).map(([shot, p]) => [
       shot,
       p.version === undefined ? p.take : { take: p.take, version: p.version },
     ]),
   );
-  return header + yaml.stringify({ shots }, { collectionStyle: "any" });
+}
+
+/** The text of a picks file: shots in the order given. */
+function formatPicks(picks: Readonly<Record<string, Pick>>): string {
+  const header = "# The take picked for each shot (takes count from 1); `clapper assemble` uses them.\n";
+  return header + yaml.stringify({ shots: picksAsWritten(picks) }, { collectionStyle: "any" });
 }
 
 /**

@@ -12,14 +12,14 @@ import { open } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
-import { versionNumber } from "../episode/takes.js";
+import { versionProblem } from "../episode/takes.js";
 import type { Job } from "../manifest/index.js";
 import type { Report, ReportJob } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
 import { renderReviewPage } from "./page.js";
 import { pageInput } from "./page-input.js";
 import { group, takeNo } from "./page-model.js";
-import { readPicks, writePicks } from "./picks.js";
+import { picksAsWritten, readPicks, writePicks } from "./picks.js";
 import { keyIn } from "./stills.js";
 
 /** A pick is `{"shot":"s02","take":2}`: a few dozen bytes. */
@@ -191,12 +191,8 @@ function checkPickable(row: ReportJob, body: z.infer<typeof PickBody>): void {
     if (!row.output) throw new HttpError(400, `${what} has no video to pick`);
     return;
   }
-  const kept = (row.versions ?? []).map((v) => versionNumber(v.uri));
-  if (!kept.includes(body.version))
-    throw new HttpError(
-      400,
-      `${what} has no kept version ${body.version} (${kept.length > 0 ? `kept: ${kept.join(", ")}` : "none is kept"})`,
-    );
+  const wrong = versionProblem(row.versions ?? [], body.take, body.shot, body.version);
+  if (wrong !== undefined) throw new HttpError(400, wrong);
 }
 
 export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewServer> {
@@ -258,9 +254,7 @@ export async function startReviewServer(o: ReviewServerOptions): Promise<ReviewS
     picks[body.shot] =
       body.version === undefined ? { take: body.take } : { take: body.take, version: body.version };
     await writePicks(o.picksFile, picks);
-    // As picks.yaml says them: a plain take number unless a version was picked.
-    const shots = Object.entries(picks).map(([s, p]) => [s, p.version === undefined ? p.take : p]);
-    sendJson(res, 200, { shots: Object.fromEntries(shots) });
+    sendJson(res, 200, { shots: picksAsWritten(picks) });
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {

@@ -58,7 +58,9 @@ describe("picks.yaml", () => {
 
   it("tells a version the check refuses at its own line and field", () => {
     const check = (_shot: string, pick: { take: number; version?: number }) =>
-      pick.version === 4 ? "version 4 of take 1 of shot s02 does not exist" : undefined;
+      pick.version === 4
+        ? { message: "version 4 of take 1 of shot s02 does not exist", at: "version" as const }
+        : undefined;
     let caught: unknown;
     try {
       parsePicks("shots:\n  s01: 1\n  s02:\n    take: 1\n    version: 4\n", "picks.yaml", check);

@@ -60,7 +60,9 @@ it("clapper review saves a kept version's pick to picks.yaml and refuses one not
 
     const missing = await post({ shot: "s02", take: 2, version: 2 });
     expect(missing.status).toBe(400);
-    expect(JSON.parse(missing.body).error).toMatch(/no kept version 2 \(kept: 1\)/);
+    expect(JSON.parse(missing.body).error).toMatch(
+      /version 2 of take 2 of shot s02 does not exist \(kept: 1\)/,
+    );
     expect((await post({ shot: "s01", take: 1, version: 1 })).status).toBe(400);
     expect(parsePicks(await readFile(picksFile, "utf8"), picksFile)).toEqual({
       s02: { take: 2, version: 1 },
