@@ -223,7 +223,7 @@ export interface CliProcess {
 export interface CliOptions {
   cwd: string;
   env?: Record<string, string>;
-  /** Sends the returned signal as soon as a log event asks for it (synchronously, on the line). */
+  /** Sends the returned signal as soon as a log event asks for it (synchronously, on the line); each signal once. */
   on?: (e: LogEvent, events: readonly LogEvent[]) => NodeJS.Signals | undefined;
   /** Sends the signal `on` asked for this many milliseconds later instead. */
   onDelayMs?: number;
@@ -255,7 +255,9 @@ export function cli(args: string[], options: CliOptions): CliProcess {
   child.stdout?.setEncoding("utf8").on("data", (d: string) => {
     stdout += d;
   });
-  let signalled = false;
+  // Each signal goes once: a second SIGTERM or SIGINT is the forced stop (exit at once, temporary
+  // files left for the next run to sweep), another story than the one a test sets out to tell.
+  const sent = new Set<NodeJS.Signals>();
   let firstEventMs: number | undefined;
   const send = (signal: NodeJS.Signals) => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -277,10 +279,10 @@ export function cli(args: string[], options: CliOptions): CliProcess {
     }
     if (events.length === 0) firstEventMs = Date.now() - started;
     events.push(event);
-    if (options.on && !signalled) {
+    if (options.on && !sent.has("SIGKILL")) {
       const signal = options.on(event, events);
-      if (signal) {
-        signalled = signal === "SIGKILL";
+      if (signal && !sent.has(signal)) {
+        sent.add(signal);
         if (options.onDelayMs) setTimeout(() => send(signal), options.onDelayMs);
         else send(signal);
       }
