@@ -2,14 +2,14 @@
 // size, checked against its own container structure and duration as it flows, hashed and counted
 // by the sink, and visible under its name only once every check passed.
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
-import { type Readable, Transform } from "node:stream";
+import type { Readable } from "node:stream";
 import { ConnectionError } from "../api/errors.js";
 import type { Download, HttpClient } from "../api/http.js";
 import { linkedSignal } from "../api/signal.js";
 import { ResultTooLargeError } from "../media/errors.js";
 import { serviceFor } from "../services/index.js";
 import type { Sink, Written } from "../sinks/sink.js";
-import { asBuffer, type MediaChecker, mediaChecker } from "./stream-check.js";
+import { mediaChecker } from "./stream-check.js";
 
 export interface ResultSpec {
   /** Job id, for messages. */
@@ -55,26 +55,28 @@ export async function storeResult(
     maxBytes: spec.maxBytes,
     ...(spec.expectedSeconds !== undefined ? { expectedSeconds: spec.expectedSeconds } : {}),
   });
-  // One pass over the bytes measures the rate and checks the container: a stream per concern
-  // cost more than the check itself.
-  let received = 0;
-  res.body.on("data", (chunk: Buffer) => {
-    received += chunk.length;
-  });
-  const body = joined(res.body, rateFloor(spec.id, RATE_GRACE_MS, MIN_BYTES_PER_SECOND, check));
+  const floor = rateFloor(spec.id, res.body);
   let written: Written;
   try {
-    written = await sink.write(spec.key, body, {
+    written = await sink.write(spec.key, res.body, {
       ...(res.contentLength !== undefined ? { expectedBytes: res.contentLength } : {}),
       contentType: serviceFor(spec.kind).contentType,
       metadata: spec.metadata,
       signal,
-      // Every byte has passed through the check by now; this throws if any check failed.
-      check: async () => void check.result(),
+      // One pass over the bytes as the sink reads them measures the rate and checks the container:
+      // a stream per concern cost more than the checks themselves.
+      observe: (chunk) => {
+        floor.bytes += chunk.length;
+        check.push(chunk);
+      },
+      // Every byte has been observed by now: this throws if the result as a whole is not right.
+      check: async () => void check.end(),
       ...(spec.beforeReplace ? { beforeReplace: spec.beforeReplace } : {}),
     });
   } catch (error) {
-    throw brokenTransfer(error, spec, new URL(url).host, received, res.contentLength, signal);
+    throw brokenTransfer(error, spec, new URL(url).host, floor.bytes, res.contentLength, signal);
+  } finally {
+    floor.stop();
   }
   // The media's own length: what a shot timed to its narration is fitted to.
   return { ...written, seconds: check.result().seconds };
@@ -122,77 +124,36 @@ const RATE_GRACE_MS = 30_000;
 const MIN_BYTES_PER_SECOND = 16 * 1024;
 
 /**
- * `source` flowing into `through`, as pipeline() would join them without its per-call costs: an
- * error of either (an abort, a reset connection, a failed check) destroys both, so the sink's
- * write ends with that error, never with an unheard event or a connection left open.
- */
-function joined(source: Readable, through: Transform): Transform {
-  source.on("error", (error) => through.destroy(error));
-  source.on("close", () => {
-    if (!source.readableEnded) through.destroy(prematureClose());
-  });
-  through.on("close", () => {
-    if (!source.destroyed) source.destroy();
-  });
-  // Bytes flow before the sink starts reading (it opens its file first): an error then is kept in
-  // the stream's state and thrown to the sink when it reads, never left as an unheard 'error' event.
-  through.on("error", () => {});
-  source.pipe(through);
-  return through;
-}
-
-function prematureClose(): Error {
-  return Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" });
-}
-
-/**
- * Passes bytes through and stops a download whose average rate stays under the floor after the
- * grace period: the HTTP layer's idle timeout alone lets a byte every 29 s hold a job for days.
- * With `check`, every chunk is also handed to it, and its end checks the whole result.
+ * Stops a download whose average rate stays under the floor after the grace period (destroying
+ * its body, so its reader ends with a SlowResultError): the HTTP layer's idle timeout alone lets a
+ * byte every 29 s hold a job for days. The reader adds what it reads to `bytes`; `stop()` once
+ * the body is done with.
  */
 export function rateFloor(
   what: string,
+  body: Readable,
   graceMs = RATE_GRACE_MS,
   minRate = MIN_BYTES_PER_SECOND,
-  check?: MediaChecker,
-): Transform {
+): { bytes: number; stop(): void } {
   const started = Date.now();
-  let bytes = 0;
-  const meter = new Transform({
-    transform(chunk: Buffer | Uint8Array | string, encoding, done) {
-      const buf = asBuffer(chunk, encoding);
-      bytes += buf.length;
-      try {
-        check?.push(buf);
-      } catch (error) {
-        done(error as Error);
-        return;
-      }
-      done(null, buf);
-    },
-    flush(done) {
-      try {
-        check?.end();
-        done();
-      } catch (error) {
-        done(error as Error);
-      }
-    },
-  });
+  const floor = {
+    bytes: 0,
+    stop: () => clearInterval(timer),
+  };
   const timer = setInterval(
     () => {
       const seconds = (Date.now() - started) / 1000;
-      if (seconds * 1000 < graceMs || bytes / seconds >= minRate) return;
-      meter.destroy(
+      if (seconds * 1000 < graceMs || floor.bytes / seconds >= minRate) return;
+      floor.stop();
+      body.destroy(
         new SlowResultError(
-          `${what}: the result arrives at ${Math.round(bytes / seconds)} bytes/s, under ${minRate} after ${Math.round(seconds)} s; stopped`,
+          `${what}: the result arrives at ${Math.round(floor.bytes / seconds)} bytes/s, under ${minRate} after ${Math.round(seconds)} s; stopped`,
         ),
       );
     },
     Math.max(50, Math.min(5000, graceMs / 4)),
   ).unref();
-  meter.once("close", () => clearInterval(timer));
-  return meter;
+  return floor;
 }
 
 /**

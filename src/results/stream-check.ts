@@ -59,7 +59,7 @@ interface MediaCheck {
 const DURATION_TOLERANCE_S = 0.5;
 
 /** The check without a stream around it, for a caller that already has one pass over the bytes. */
-export interface MediaChecker {
+interface MediaChecker {
   /** Takes the next bytes; throws a MediaCheckError (ResultTooLargeError past the limit). */
   push(chunk: Buffer): void;
   /** Once every byte is in: the whole result is checked; throws a MediaCheckError. */
@@ -113,7 +113,7 @@ export function mediaChecker(options: MediaCheckOptions): MediaChecker {
 }
 
 /** Bytes of any kind a stream may carry, as a Buffer (no copy for a Buffer or a Uint8Array). */
-export function asBuffer(chunk: Buffer | Uint8Array | string, encoding: BufferEncoding): Buffer {
+function asBuffer(chunk: Buffer | Uint8Array | string, encoding: BufferEncoding): Buffer {
   return Buffer.isBuffer(chunk)
     ? chunk
     : typeof chunk === "string"

@@ -22,11 +22,20 @@ import { processAlive } from "../locks/process-alive.js";
 import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */
-export function hashing(): { stream: Transform; result: () => { bytes: number; sha256: string } } {
+export function hashing(observe?: (chunk: Buffer) => void): {
+  stream: Transform;
+  result: () => { bytes: number; sha256: string };
+} {
   const hash = createHash("sha256");
   let bytes = 0;
   const stream = new Transform({
     transform(chunk: Buffer, _enc, done) {
+      try {
+        observe?.(chunk);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
       hash.update(chunk);
       bytes += chunk.length;
       done(null, chunk);
@@ -88,6 +97,7 @@ async function copyInto(
   file: FileHandle,
   body: Readable,
   signal: AbortSignal | undefined,
+  observe: ((chunk: Buffer) => void) | undefined,
 ): Promise<{ bytes: number; sha256: string }> {
   const hash = createHash("sha256");
   let bytes = 0;
@@ -96,6 +106,7 @@ async function copyInto(
   for await (const chunk of body) {
     if (signal?.aborted) throw signal.reason ?? new Error("aborted");
     const buffer = chunk as Buffer;
+    observe?.(buffer);
     hash.update(buffer);
     bytes += buffer.length;
     batch.push(buffer);
@@ -256,7 +267,7 @@ export class LocalSink implements Sink {
     }
     try {
       // One handle from the first byte to the flush: no second open to sync what was written.
-      const written = await copyInto(file, body, options.signal);
+      const written = await copyInto(file, body, options.signal, options.observe);
       if (options.expectedBytes !== undefined && written.bytes !== options.expectedBytes) {
         throw new SizeMismatchError(
           `${key}: received ${written.bytes} bytes, Content-Length said ${options.expectedBytes}`,

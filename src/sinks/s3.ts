@@ -189,7 +189,7 @@ export class S3Sink implements Sink {
   async write(key: string, body: Readable, options: WriteOptions = {}): Promise<Written> {
     const { CopyObjectCommand, DeleteObjectCommand } = sdk();
     libStorage ??= load("@aws-sdk/lib-storage") as typeof LibStorage;
-    const { stream, result } = hashing();
+    const { stream, result } = hashing(options.observe);
     // pipeline() hears every stream's errors (an aborted download among them) and destroys the rest.
     const source = pipeline(body, stream, () => {});
     // What went wrong on the way in (a result refused by its check, or over its size limit): that,

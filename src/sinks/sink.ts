@@ -21,6 +21,12 @@ export interface WriteOptions {
    */
   check?: (localPath: string | undefined) => Promise<void>;
   /**
+   * Sees every chunk of the body, in order, as the sink reads it: one pass over the bytes for the
+   * caller's own checks, with no stream of its own. A throw ends the write with that error, and
+   * nothing is kept.
+   */
+  observe?: (chunk: Buffer) => void;
+  /**
    * Runs once the complete object has passed `check`, just before it takes its name over whatever
    * is stored there (local: before the rename; S3: the upload goes to a temporary key first). What
    * is stored under the name is still there when it runs: the place to keep it (`keep`).

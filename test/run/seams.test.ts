@@ -94,7 +94,10 @@ function fakes() {
     uri: (key) => `memory://out/${key}`,
     async write(key: string, body: Readable, options: WriteOptions = {}) {
       const chunks: Buffer[] = [];
-      for await (const chunk of body) chunks.push(Buffer.from(chunk as Buffer));
+      for await (const chunk of body) {
+        options.observe?.(chunk as Buffer);
+        chunks.push(Buffer.from(chunk as Buffer));
+      }
       const data = Buffer.concat(chunks);
       if (options.expectedBytes !== undefined && options.expectedBytes !== data.length)
         throw new Error(`expected ${options.expectedBytes} bytes, got ${data.length}`);
