@@ -282,10 +282,11 @@ function only(list: Child[], type: string, where: string, base: number): Child {
   return found[0] as Child;
 }
 
-function need(box: Child, bytes: number, where: string, what: string): void {
+/** `what` is a function when it takes formatting: it is said only when the box is too short. */
+function need(box: Child, bytes: number, where: string, what: string | (() => string)): void {
   if (box.end - box.payload < bytes) {
     throw new MediaCheckError(
-      `${where}/${box.type}: ${what} needs ${n(bytes)} bytes, the box holds ${n(box.end - box.payload)}`,
+      `${where}/${box.type}: ${typeof what === "string" ? what : what()} needs ${n(bytes)} bytes, the box holds ${n(box.end - box.payload)}`,
     );
   }
 }
@@ -349,7 +350,7 @@ function parseTrak(buf: Buffer, trak: Child, index: number, base: number): Track
 function readTimeToSample(buf: Buffer, stts: Child, where: string): { ticks: number; samples: number } {
   need(stts, 8, where, "the entry count");
   const sttsCount = buf.readUInt32BE(stts.payload + 4);
-  need(stts, 8 + sttsCount * 8, where, `${n(sttsCount)} entries`);
+  need(stts, 8 + sttsCount * 8, where, () => `${n(sttsCount)} entries`);
   let ticks = 0;
   let timedSamples = 0;
   for (let e = 0; e < sttsCount; e++) {
@@ -380,7 +381,7 @@ function readSampleSizes(
       uniform = size;
       sampleSize = () => size;
     } else {
-      need(sz, 12 + sampleCount * 4, where, `${n(sampleCount)} sample sizes`);
+      need(sz, 12 + sampleCount * 4, where, () => `${n(sampleCount)} sample sizes`);
       sampleSize = (i) => buf.readUInt32BE(sz.payload + 12 + i * 4);
     }
   } else {
@@ -388,7 +389,7 @@ function readSampleSizes(
     if (field !== 4 && field !== 8 && field !== 16) {
       throw new MediaCheckError(`${where}/stz2: field size ${field} (4, 8 or 16 expected)`);
     }
-    need(sz, 12 + Math.ceil((sampleCount * field) / 8), where, `${n(sampleCount)} sample sizes`);
+    need(sz, 12 + Math.ceil((sampleCount * field) / 8), where, () => `${n(sampleCount)} sample sizes`);
     const at = sz.payload + 12;
     sampleSize =
       field === 16
@@ -414,7 +415,7 @@ function readChunkOffsets(
   need(co, 8, where, "the entry count");
   const chunkCount = buf.readUInt32BE(co.payload + 4);
   const wide = co.type === "co64";
-  need(co, 8 + chunkCount * (wide ? 8 : 4), where, `${n(chunkCount)} chunk offsets`);
+  need(co, 8 + chunkCount * (wide ? 8 : 4), where, () => `${n(chunkCount)} chunk offsets`);
   const chunkOffset = wide
     ? (i: number) => Number(buf.readBigUInt64BE(co.payload + 8 + i * 8))
     : (i: number) => buf.readUInt32BE(co.payload + 8 + i * 4);
@@ -431,7 +432,7 @@ function readChunkMap(
 ): Track["runs"] {
   need(stsc, 8, where, "the entry count");
   const stscCount = buf.readUInt32BE(stsc.payload + 4);
-  need(stsc, 8 + stscCount * 12, where, `${n(stscCount)} entries`);
+  need(stsc, 8 + stscCount * 12, where, () => `${n(stscCount)} entries`);
   const runs: Track["runs"] = [];
   let mapped = 0;
   for (let e = 0; e < stscCount; e++) {

@@ -207,16 +207,17 @@ function parseFmt(fmt: Buffer, start: number): { byteRate: number; blockAlign: n
   const sampleRate = fmt.readUInt32LE(4);
   const byteRate = fmt.readUInt32LE(8);
   const blockAlign = fmt.readUInt16LE(12);
-  const where = `the fmt chunk at offset ${n(start)}`;
+  // Said only when a check fails: formatting numbers for every result cost more than the checks.
+  const where = () => `the fmt chunk at offset ${n(start)}`;
   if (channels === 0 || sampleRate === 0 || byteRate === 0 || blockAlign === 0) {
     throw new MediaCheckError(
-      `${where} has ${channels} channels, ${n(sampleRate)} Hz, ${n(byteRate)} bytes/s, ${blockAlign}-byte frames: none may be 0`,
+      `${where()} has ${channels} channels, ${n(sampleRate)} Hz, ${n(byteRate)} bytes/s, ${blockAlign}-byte frames: none may be 0`,
     );
   }
   const framed = FRAMED_FORMATS.has(tag);
   if (framed && byteRate !== sampleRate * blockAlign) {
     throw new MediaCheckError(
-      `${where} says ${n(byteRate)} bytes/s, but ${n(sampleRate)} Hz x ${blockAlign}-byte frames is ${n(sampleRate * blockAlign)}`,
+      `${where()} says ${n(byteRate)} bytes/s, but ${n(sampleRate)} Hz x ${blockAlign}-byte frames is ${n(sampleRate * blockAlign)}`,
     );
   }
   return { byteRate, blockAlign, framed };
