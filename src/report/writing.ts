@@ -1,8 +1,9 @@
 // Writing the reports beside the outputs: report.json, report.md, junit.xml and report.html, and
 // the summary for GitHub Actions.
+import { Readable } from "node:stream";
 import type { Launch } from "../episode/ffmpeg-run.js";
 import type { Job } from "../manifest/index.js";
-import { renderReviewPage } from "../review/page.js";
+import { reviewPageParts } from "../review/page.js";
 import { pageInput } from "../review/page-input.js";
 import { picksPath } from "../review/picks.js";
 import type { Sink } from "../sinks/sink.js";
@@ -39,6 +40,22 @@ interface WriteReportsOptions {
   stills?: boolean | Launch;
 }
 
+/** Strings as UTF-8 buffers of about `size` characters: a write per buffer, not per piece. */
+function* utf8Chunks(pieces: readonly string[], size = 256 * 1024): Generator<Buffer> {
+  let batch: string[] = [];
+  let length = 0;
+  for (const piece of pieces) {
+    batch.push(piece);
+    length += piece.length;
+    if (length >= size) {
+      yield Buffer.from(batch.join(""), "utf8");
+      batch = [];
+      length = 0;
+    }
+  }
+  if (length > 0) yield Buffer.from(batch.join(""), "utf8");
+}
+
 /** The reports' folder in the sink: a shard's go to `reports/shards/I-of-N`. */
 export function reportsFolder(shard?: { index: number; total: number }): string {
   return shard ? `reports/shards/${shard.index}-of-${shard.total}` : "reports";
@@ -70,8 +87,13 @@ export async function writeReports(
           : undefined,
   });
   for (const w of warnings) options.onWarning?.(w);
-  const page = renderReviewPage(input);
-  uris.push(await sink.writeText(`${folder}/report.html`, page, "text/html; charset=utf-8"));
+  // Streamed, never joined: with a still per video the page is tens of MB, and one string of it
+  // (two bytes a character once any character is not Latin-1) was a run's peak of memory.
+  const page = Readable.from(utf8Chunks(reviewPageParts(input)));
+  const written = await sink.write(`${folder}/report.html`, page, {
+    contentType: "text/html; charset=utf-8",
+  });
+  uris.push(written.uri);
   if (env.GITHUB_STEP_SUMMARY && options.stepSummary !== false)
     await appendStepSummary(env.GITHUB_STEP_SUMMARY, report);
   return uris;

@@ -34,6 +34,14 @@ function csp(served: boolean): string {
 
 /** The review page of a report: pure, synchronous, one string. */
 export function renderReviewPage(input: ReviewPageInput): string {
+  return reviewPageParts(input).join("");
+}
+
+/**
+ * The review page as the pieces it is made of, in order (their concatenation is the page): a run's
+ * page with a thousand stills is tens of MB, written piece by piece rather than joined first.
+ */
+export function reviewPageParts(input: ReviewPageInput): string[] {
   const { report } = input;
   const grouped = group(report, input.jobs);
   const detail = detailRows(grouped, input);
@@ -45,14 +53,18 @@ export function renderReviewPage(input: ReviewPageInput): string {
   );
   const section = (id: string, title: string, rows: Row[]) =>
     rows.length > 0
-      ? `<section id="${id}"><h2>${esc(title)} (${rows.length})</h2>${rows.map((r) => r.html).join("")}</section>`
-      : "";
+      ? [
+          `<section id="${id}"><h2>${esc(title)} (${rows.length})</h2>`,
+          ...rows.map((r) => r.html),
+          "</section>",
+        ]
+      : [];
   const all = [...detail.shots, ...detail.loose, ...detail.others];
   // A shot of several takes, or one whose take kept earlier versions: there is a choice to make.
   const pickable = grouped.shots.filter(
     (s) => s.takes.length > 1 || s.takes.some((t) => (t.row.versions ?? []).length > 0),
   ).length;
-  return [
+  const lines: Array<string | string[]> = [
     "<!doctype html>",
     '<html lang="en"><head><meta charset="utf-8">',
     `<meta http-equiv="Content-Security-Policy" content="${csp(input.serve !== undefined)}">`,
@@ -65,7 +77,7 @@ export function renderReviewPage(input: ReviewPageInput): string {
     `<div class="top">${summary(report, input.linksExpireAt)}${filterBar(all)}</div>`,
     picksBar(input, pickable),
     episodePlayer(input.episode),
-    `<div id="grid">${tiles.join("")}</div>`,
+    ['<div id="grid">', ...tiles, "</div>"],
     '<p class="empty" id="empty" hidden>No row matches this filter.</p>',
     "<main>",
     section("shots", "Shots", detail.shots),
@@ -75,5 +87,7 @@ export function renderReviewPage(input: ReviewPageInput): string {
     `<script>${SCRIPT}</script>`,
     "</body></html>",
     "",
-  ].join("\n");
+  ];
+  // One line each, as the page always read: a line's pieces follow each other with nothing between.
+  return lines.flatMap((line, i) => (i === 0 ? [] : ["\n"]).concat(line));
 }

@@ -6,6 +6,7 @@
 // the messages a service should not send, and unit checks of the report functions.
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { Readable } from "node:stream";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Job } from "../../src/manifest/index.js";
@@ -639,6 +640,12 @@ describe("the report functions", () => {
         writeText: async (key: string) => {
           written.push(key);
           return key;
+        },
+        // report.html is streamed (it may be tens of MB), not handed over as one string.
+        write: async (key: string, body: Readable) => {
+          written.push(key);
+          for await (const _ of body);
+          return { uri: key, bytes: 0, sha256: "" };
         },
       } as unknown as Sink;
       const report = buildReport({

@@ -95,10 +95,10 @@ describe("a run to S3", () => {
     expect((junit?.text.match(/<testcase /g) ?? []).length).toBe(4);
     // Nothing was written locally: the output is S3 alone (beside the manifest: itself and the state).
     expect((await readdir(w.dir)).sort()).toEqual([".clapper", "manifest.yaml"]);
-    // One multipart-or-single upload and one metadata copy per result (the stills are the page's, not
-    // results); no staging (no materials).
+    // One multipart-or-single upload and one metadata copy per result (the stills and the reports
+    // are not results); no staging (no materials).
     const results = (path: string) =>
-      path.startsWith(`/clapper-out/${prefix}/`) && !path.includes("/stills/");
+      path.startsWith(`/clapper-out/${prefix}/`) && !path.includes("/stills/") && !path.includes("/reports/");
     expect(store.requests.filter((r) => r.copy && results(r.path))).toHaveLength(4);
     expect(store.puts(`${prefix}/_staging`)).toHaveLength(0);
     const st = await s.stats();
