@@ -145,6 +145,9 @@ export function rateFloor(
       const seconds = (Date.now() - started) / 1000;
       if (seconds * 1000 < graceMs || floor.bytes / seconds >= minRate) return;
       floor.stop();
+      // The sink may not be reading yet (it opens its file first): the error is kept in the body's
+      // state and thrown to the sink when it reads, never left as an unheard 'error' event.
+      body.on("error", () => {});
       body.destroy(
         new SlowResultError(
           `${what}: the result arrives at ${Math.round(floor.bytes / seconds)} bytes/s, under ${minRate} after ${Math.round(seconds)} s; stopped`,

@@ -41,4 +41,30 @@ describe("rateFloor", () => {
     const error = await drain(Readable.from(chunks), 50, 1024);
     expect(error).toBeUndefined();
   });
+
+  it("stops a body nobody reads yet without an unheard error; its reader gets it once it reads", async () => {
+    // The sink opens its file before it reads: the floor may fire in between.
+    const body = trickle(10, 20);
+    const floor = rateFloor("download shot/s01", body, 100, 10_000);
+    const unheard: unknown[] = [];
+    const onUncaught = (error: unknown) => unheard.push(error);
+    process.on("uncaughtException", onUncaught);
+    try {
+      await new Promise((r) => setTimeout(r, 400));
+      expect(body.destroyed).toBe(true);
+      expect(unheard).toEqual([]);
+      const error = await (async () => {
+        try {
+          for await (const _ of body);
+          return undefined;
+        } catch (e) {
+          return e as Error;
+        }
+      })();
+      expect(error).toBeInstanceOf(SlowResultError);
+    } finally {
+      floor.stop();
+      process.off("uncaughtException", onUncaught);
+    }
+  });
 });
