@@ -1,4 +1,5 @@
-import { appendFile, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { appendFile, type FileHandle, mkdtemp, open, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -10,7 +11,7 @@ interface State {
   names: string[];
 }
 
-const options = (path: string, compactEvery?: number) => ({
+const options = (path: string, compactEvery?: number, flushSpacingMs?: number) => ({
   path,
   initial: (): State => ({ sum: 0, names: [] }),
   apply: (s: State, r: Rec) => {
@@ -18,7 +19,20 @@ const options = (path: string, compactEvery?: number) => ({
     else s.names.push(r.name);
   },
   ...(compactEvery ? { compactEvery } : {}),
+  ...(flushSpacingMs !== undefined ? { flushSpacingMs } : {}),
 });
+
+/** The journal's own file handle, its flushes counted (the moment each one starts). */
+function countFlushes(j: Journal<State, Rec>): number[] {
+  const handle = (j as unknown as { handle: FileHandle }).handle;
+  const flushes: number[] = [];
+  const datasync = handle.datasync.bind(handle);
+  handle.datasync = () => {
+    flushes.push(performance.now());
+    return datasync();
+  };
+  return flushes;
+}
 
 async function tmp() {
   return join(await mkdtemp(join(tmpdir(), "clapper-journal-")), "state.jsonl");
@@ -101,4 +115,63 @@ describe("Journal", () => {
     expect(state.sum).toBe(1);
     expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n{"t":"add","n":');
   });
+
+  it("flushes at once when quiet; durable records that follow within the spacing share one flush", async () => {
+    const path = await tmp();
+    const j = await Journal.open<State, Rec>(options(path, undefined, 300));
+    const flushes = countFlushes(j);
+    const start = performance.now();
+    await j.append({ t: "add", n: 1 }, { durable: true });
+    // A quiet journal does not wait: the first flush starts in this turn's wake, not 300 ms later.
+    expect(flushes).toHaveLength(1);
+    expect((flushes[0] ?? 0) - start).toBeLessThan(200);
+    // Two more, in different turns, both due within 300 ms of the first: one flush for both.
+    const second = j.append({ t: "add", n: 2 }, { durable: true });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const third = j.append({ t: "add", n: 3 }, { durable: true });
+    await Promise.all([second, third]);
+    expect(flushes).toHaveLength(2);
+    expect((flushes[1] ?? 0) - (flushes[0] ?? 0)).toBeGreaterThanOrEqual(295);
+    await j.close();
+    const again = await Journal.open<State, Rec>(options(path));
+    expect(again.state.sum).toBe(6);
+    await again.close();
+  });
+
+  it("a record that is not durable does not wait for the spacing, nor make a flush", async () => {
+    const path = await tmp();
+    const j = await Journal.open<State, Rec>(options(path, undefined, 5_000));
+    const flushes = countFlushes(j);
+    await j.append({ t: "add", n: 1 }, { durable: true });
+    const start = performance.now();
+    await j.append({ t: "add", n: 2 });
+    expect(performance.now() - start).toBeLessThan(2_000);
+    expect(flushes).toHaveLength(1);
+    expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n{"t":"add","n":2}\n');
+    await j.close();
+  });
+
+  // /dev/full refuses every write (ENOSPC): a disk that fills up, then has room again.
+  it.skipIf(!existsSync("/dev/full"))(
+    "after a write fails, nothing more is written: no line reaches the disk without the ones before it",
+    async () => {
+      const path = await tmp();
+      const j = await Journal.open<State, Rec>(options(path));
+      await j.append({ t: "add", n: 1 }, { durable: true });
+      const inner = j as unknown as { handle: FileHandle };
+      const good = inner.handle;
+      inner.handle = await open("/dev/full", "a");
+      const lost = j.append({ t: "add", n: 10 });
+      const behind = j.append({ t: "add", n: 100 }, { durable: true });
+      await expect(lost).rejects.toThrow(/ENOSPC/);
+      await expect(behind).rejects.toThrow(/ENOSPC/);
+      await inner.handle.close();
+      // Room again: the journal still refuses, with the first error, rather than write past the gap.
+      inner.handle = good;
+      await expect(j.append({ t: "add", n: 1000 }, { durable: true })).rejects.toThrow(/ENOSPC/);
+      await expect(j.compact()).rejects.toThrow(/ENOSPC/);
+      await j.close();
+      expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n');
+    },
+  );
 });
