@@ -3,6 +3,7 @@
 // so a coordinator (Redis) or a state in S3 can plug in without touching them. Nothing touches the
 // disk but the manifest.
 import { createHash } from "node:crypto";
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { existsSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import type { Readable } from "node:stream";
@@ -26,6 +27,8 @@ function fakes() {
   const records: RunRecord[] = [];
   const objects = new Map<string, { data: Buffer; metadata: Record<string, string> }>();
   const ledgerCalls: string[] = [];
+  /** How many of `records` are on disk: those up to the last durable one. */
+  const flushed = { count: 0 };
   let lives = 0;
 
   const lock: Seams["lock"] = async (path) => {
@@ -53,10 +56,12 @@ function fakes() {
       get state() {
         return state;
       },
-      async append(record) {
+      async append(record, options) {
         if (frozen) return;
         records.push(structuredClone(record));
         applyRecord(state, record);
+        // A durable record is flushed with every record before it, as a journal's flush is.
+        if (options?.durable) flushed.count = records.length;
       },
       freeze() {
         frozen = true;
@@ -148,6 +153,7 @@ function fakes() {
     locks,
     taken,
     records,
+    flushed,
     objects,
     ledgerCalls,
     lives: () => lives,
@@ -241,4 +247,97 @@ describe("a whole run on in-memory seams", () => {
       await clients.close();
     }
   });
+
+  // Write-ahead, seen from outside: at the moment each create is handed to HTTP, the state store
+  // holds its intent and its `sending` record flushed. Alone, the run need not wait for the intent
+  // (the `sending` record's flush takes it down too); with a shared ledger, the intent is flushed
+  // before the ledger hears that the create may leave.
+  for (const shared of [false, true]) {
+    it(`flushes every create's intent and body before the create leaves (${shared ? "shared" : "own"} ledger)`, async () => {
+      const { s, w } = await setup();
+      const manifest = await w.manifest({
+        shots: [
+          { id: "s01", prompt: "A lighthouse at dusk" },
+          { id: "s02", prompt: "The lamp turns" },
+        ],
+        lines: [
+          { id: "n01", text: "Every night, the light came on." },
+          { id: "n02", text: "And every morning it went out." },
+        ],
+        budget: 1000,
+      });
+      const f = fakes();
+      const flushedRecords = () => f.records.slice(0, f.flushed.count);
+      const seen: string[] = [];
+      const problems: string[] = [];
+      const seams: Seams = shared
+        ? {
+            ...f.seams,
+            ledger: (input) => {
+              const own = f.seams.ledger(input) as PointsLedger;
+              return {
+                ...own,
+                snapshot: () => own.snapshot(),
+                async markSent(key: string) {
+                  seen.push(`sent ${key}`);
+                  if (!flushedRecords().some((r) => r.t === "intent" && r.key === key))
+                    problems.push(`markSent(${key}) before its intent was flushed`);
+                },
+              };
+            },
+          }
+        : f.seams;
+      const onRequest = (message: unknown) => {
+        const headers = (message as { request: { headers?: unknown } }).request.headers;
+        const list = Array.isArray(headers) ? headers.map(String) : String(headers ?? "").split("\r\n");
+        const at = list.findIndex((h, i) => i % 2 === 0 && h.toLowerCase() === "idempotency-key");
+        const key = Array.isArray(headers)
+          ? at < 0
+            ? undefined
+            : list[at + 1]
+          : list
+              .find((l) => l.toLowerCase().startsWith("idempotency-key:"))
+              ?.split(":")[1]
+              ?.trim();
+        if (!key) return;
+        seen.push(`create ${key}`);
+        const done = flushedRecords();
+        const intent = done.find((r) => r.t === "intent" && r.key === key);
+        if (!intent || intent.t !== "intent") {
+          problems.push(`create ${key} left before its intent was flushed`);
+          return;
+        }
+        if (!done.some((r) => r.t === "sending" && r.id === intent.id && r.n === intent.n))
+          problems.push(`create ${key} left before its body was flushed`);
+      };
+      subscribe("undici:request:create", onRequest);
+      const logs = capture();
+      const clients = createClients({
+        baseUrl: s.url,
+        apiKey: KEY,
+        logger: logs.logger,
+        policies: retryPoliciesFromEnv(RETRY_ENV),
+      });
+      try {
+        const outcome = await run({
+          manifest,
+          clients,
+          logger: logs.logger,
+          env: {},
+          gate: f.gate,
+          seams,
+          track: FAST_TRACK,
+          exitCodeOf,
+        });
+        expect(exitCodeOf(outcome.end), outcome.message).toBe(0);
+      } finally {
+        unsubscribe("undici:request:create", onRequest);
+        await clients.close();
+      }
+      expect(problems).toEqual([]);
+      expect(seen.filter((e) => e.startsWith("create"))).toHaveLength(4);
+      if (shared) expect(seen.filter((e) => e.startsWith("sent"))).toHaveLength(4);
+      expect(created(await s.stats())).toBe(4);
+    });
+  }
 });
