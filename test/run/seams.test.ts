@@ -160,6 +160,18 @@ function fakes() {
   };
 }
 
+/** Clients of the sandbox at `url`, logging into a capture. */
+function connect(url: string) {
+  const logs = capture();
+  const clients = createClients({
+    baseUrl: url,
+    apiKey: KEY,
+    logger: logs.logger,
+    policies: retryPoliciesFromEnv(RETRY_ENV),
+  });
+  return { logs, clients };
+}
+
 const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
 
 describe("a whole run on in-memory seams", () => {
@@ -174,13 +186,7 @@ describe("a whole run on in-memory seams", () => {
       budget: 1000,
     });
     const f = fakes();
-    const logs = capture();
-    const clients = createClients({
-      baseUrl: s.url,
-      apiKey: KEY,
-      logger: logs.logger,
-      policies: retryPoliciesFromEnv(RETRY_ENV),
-    });
+    const { logs, clients } = connect(s.url);
     const before = await s.total();
     try {
       const once = () =>
@@ -311,13 +317,7 @@ describe("a whole run on in-memory seams", () => {
           problems.push(`create ${key} left before its body was flushed`);
       };
       subscribe("undici:request:create", onRequest);
-      const logs = capture();
-      const clients = createClients({
-        baseUrl: s.url,
-        apiKey: KEY,
-        logger: logs.logger,
-        policies: retryPoliciesFromEnv(RETRY_ENV),
-      });
+      const { logs, clients } = connect(s.url);
       try {
         const outcome = await run({
           manifest,
