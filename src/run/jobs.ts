@@ -187,33 +187,19 @@ export class JobRunner {
       this.stopSubmitting(`${why}; ${job.id} needs ${estimate})`);
       return undefined;
     }
-    // Write-ahead: the intent is on disk before the request can reach the service. Alone, the run
-    // need not wait for it: the `sending` record, durable before the create leaves, follows it in
-    // the journal and its flush takes the intent down with it (a write that fails fails every one
-    // after it). A shared ledger is told the create may leave only once the intent is durable.
+    // Write-ahead: the intent is on disk before the request can reach the service.
     this.opened.add(key);
-    const intent = {
-      t: "intent",
-      id: job.id,
-      n,
-      key,
-      reserved: estimate,
-      at: Date.now(),
-      announces: true,
-    } as const;
-    if (this.c.ledger.markSent) {
-      await this.c.journal.append(intent, { durable: true });
-      startStep("first intent journalled");
-      try {
-        await this.c.ledger.markSent(key);
-      } catch {
-        // The coordinator is gone and the run halts (it ends `unreachable`). The intent stays in the journal, never
-        // sent: the next run sends it with its key, under the reservation it finds or makes again.
-        return undefined;
-      }
-    } else {
-      this.c.journal.append(intent).catch(this.c.fail);
-      startStep("first intent journalled");
+    await this.c.journal.append(
+      { t: "intent", id: job.id, n, key, reserved: estimate, at: Date.now(), announces: true },
+      { durable: true },
+    );
+    startStep("first intent journalled");
+    try {
+      await this.c.ledger.markSent?.(key);
+    } catch {
+      // The coordinator is gone and the run halts (it ends `unreachable`). The intent stays in the journal, never
+      // sent: the next run sends it with its key, under the reservation it finds or makes again.
+      return undefined;
     }
     this.c.log.info(
       { job: job.id, event: "submitting", attempt: n, reserved: estimate },
@@ -438,7 +424,7 @@ export class JobRunner {
         "the Idempotency-Key returned a task created before this run: its points were paid then, not counted now",
       );
     }
-    await this.settle(job, attempt, cost, { ...(replayed ? { replayed } : {}), collecting: true });
+    await this.settle(job, attempt, cost, replayed ? { replayed } : {});
     await this.collection.collect(job, final, attempt.n);
   }
 
@@ -527,19 +513,9 @@ export class JobRunner {
     job: Job,
     attempt: Attempt,
     spent: number,
-    how: {
-      error?: { code: string; message: string };
-      fate?: "failed" | "cancelled";
-      replayed?: boolean;
-      /** Its result is collected next, and recorded durably (stored or failed) once it is. */
-      collecting?: boolean;
-    },
+    how: { error?: { code: string; message: string }; fate?: "failed" | "cancelled"; replayed?: boolean },
   ): Promise<void> {
-    // A success is not waited for on the disk: the record of its result, durable, follows it and
-    // takes it down with it. Lost before (the machine went down), the task is followed again, for
-    // free, to learn its cost. A shared ledger hears of the spending only once it is durable.
-    const durable = !how.collecting || this.c.ledger.markSent !== undefined;
-    const written = this.c.journal.append(
+    await this.c.journal.append(
       {
         t: "settled",
         id: job.id,
@@ -551,10 +527,8 @@ export class JobRunner {
         // When it ended: a failed job's time in junit.xml runs to here, not to the end of the run.
         at: Date.now(),
       },
-      { durable },
+      { durable: true },
     );
-    if (durable) await written;
-    else written.catch(this.c.fail);
     // A replay is reported where it was paid, but the cap still counts it: the replay is judged by
     // a clock the service states, and the cap must hold even if that clock lies.
     await this.c.ledger.settle(attempt.reserved, spent, attempt.key);
