@@ -1,7 +1,6 @@
 // The checkpoint journal: an append-only file of JSON lines, one record per state change. A crash
 // can tear only the last line, which is dropped on load; records that must survive a crash (the
-// body of a create about to be sent, the task id) are flushed to disk, with every line before them,
-// before the caller goes on; flushes are grouped (see FLUSH_SPACING_MS). When the file grows,
+// intent to create, the task id) are flushed to disk before the caller goes on. When the file grows,
 // it is compacted into a single snapshot record written to a temporary file and renamed over it.
 import { type FileHandle, open, readFile, rename, truncate } from "node:fs/promises";
 
@@ -15,17 +14,7 @@ interface JournalOptions<S, R> {
   compactEvery?: number;
   /** Applied to every record before it is applied and written (the runner redacts secrets here). */
   sanitize?: (record: R) => R;
-  /** The least time between two flushes (default FLUSH_SPACING_MS). */
-  flushSpacingMs?: number;
 }
-
-/**
- * Flushes start at least this far apart. One due sooner waits out the rest, and the lines that
- * arrive meanwhile share it (group commit): a busy run's hundreds of durable records a second cost
- * a few dozen flushes, each of which costs the machine as much as writing a result. A quiet run's
- * flushes are far apart and never wait.
- */
-const FLUSH_SPACING_MS = 20;
 
 type Op = { kind: "line"; line: string; durable: boolean } | { kind: "compact"; snapshot: string };
 type Queued = Op & { resolve: () => void; reject: (error: unknown) => void };
@@ -102,8 +91,6 @@ export class Journal<S, R extends { t: string }> {
    * may follow it, or a later line would reach the disk without the one before it.
    */
   private broken: { error: unknown } | undefined;
-  /** When the last flush started (performance.now()). */
-  private flushedAt = Number.NEGATIVE_INFINITY;
 
   private constructor(
     private readonly options: JournalOptions<S, R>,
@@ -227,36 +214,19 @@ export class Journal<S, R extends { t: string }> {
         await this.rewrite(head.snapshot).then(head.resolve, head.reject);
         continue;
       }
-      if (this.durableAhead()) {
-        const wait = this.flushedAt + (this.options.flushSpacingMs ?? FLUSH_SPACING_MS) - performance.now();
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      }
       const batch: Queued[] = [];
       while (this.queue[0]?.kind === "line") batch.push(this.queue.shift() as Queued);
-      if (batch.length === 0) continue;
       try {
         const handle = this.handle;
         if (!handle) throw new Error("journal is closed");
         await handle.write(batch.map((b) => (b.kind === "line" ? b.line : "")).join(""));
-        if (batch.some((b) => b.kind === "line" && b.durable)) {
-          this.flushedAt = performance.now();
-          await handle.datasync();
-        }
+        if (batch.some((b) => b.kind === "line" && b.durable)) await handle.datasync();
         for (const b of batch) b.resolve();
       } catch (error) {
         this.broken = { error };
         for (const b of [...batch, ...this.queue.splice(0)]) b.reject(error);
       }
     }
-  }
-
-  /** Whether the lines at the head of the queue, written next as one, hold a durable one. */
-  private durableAhead(): boolean {
-    for (const op of this.queue) {
-      if (op.kind !== "line") return false;
-      if (op.durable) return true;
-    }
-    return false;
   }
 
   private async rewrite(snapshot: string): Promise<void> {

@@ -11,7 +11,7 @@ interface State {
   names: string[];
 }
 
-const options = (path: string, compactEvery?: number, flushSpacingMs?: number) => ({
+const options = (path: string, compactEvery?: number) => ({
   path,
   initial: (): State => ({ sum: 0, names: [] }),
   apply: (s: State, r: Rec) => {
@@ -19,20 +19,7 @@ const options = (path: string, compactEvery?: number, flushSpacingMs?: number) =
     else s.names.push(r.name);
   },
   ...(compactEvery ? { compactEvery } : {}),
-  ...(flushSpacingMs !== undefined ? { flushSpacingMs } : {}),
 });
-
-/** The journal's own file handle, its flushes counted (the moment each one starts). */
-function countFlushes(j: Journal<State, Rec>): number[] {
-  const handle = (j as unknown as { handle: FileHandle }).handle;
-  const flushes: number[] = [];
-  const datasync = handle.datasync.bind(handle);
-  handle.datasync = () => {
-    flushes.push(performance.now());
-    return datasync();
-  };
-  return flushes;
-}
 
 async function tmp() {
   return join(await mkdtemp(join(tmpdir(), "clapper-journal-")), "state.jsonl");
@@ -114,41 +101,6 @@ describe("Journal", () => {
     const state = await Journal.read<State, Rec>(options(path));
     expect(state.sum).toBe(1);
     expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n{"t":"add","n":');
-  });
-
-  it("flushes at once when quiet; durable records that follow within the spacing share one flush", async () => {
-    const path = await tmp();
-    const j = await Journal.open<State, Rec>(options(path, undefined, 300));
-    const flushes = countFlushes(j);
-    const start = performance.now();
-    await j.append({ t: "add", n: 1 }, { durable: true });
-    // A quiet journal does not wait: the first flush starts in this turn's wake, not 300 ms later.
-    expect(flushes).toHaveLength(1);
-    expect((flushes[0] ?? 0) - start).toBeLessThan(200);
-    // Two more, in different turns, both due within 300 ms of the first: one flush for both.
-    const second = j.append({ t: "add", n: 2 }, { durable: true });
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    const third = j.append({ t: "add", n: 3 }, { durable: true });
-    await Promise.all([second, third]);
-    expect(flushes).toHaveLength(2);
-    expect((flushes[1] ?? 0) - (flushes[0] ?? 0)).toBeGreaterThanOrEqual(295);
-    await j.close();
-    const again = await Journal.open<State, Rec>(options(path));
-    expect(again.state.sum).toBe(6);
-    await again.close();
-  });
-
-  it("a record that is not durable does not wait for the spacing, nor make a flush", async () => {
-    const path = await tmp();
-    const j = await Journal.open<State, Rec>(options(path, undefined, 5_000));
-    const flushes = countFlushes(j);
-    await j.append({ t: "add", n: 1 }, { durable: true });
-    const start = performance.now();
-    await j.append({ t: "add", n: 2 });
-    expect(performance.now() - start).toBeLessThan(2_000);
-    expect(flushes).toHaveLength(1);
-    expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n{"t":"add","n":2}\n');
-    await j.close();
   });
 
   // /dev/full refuses every write (ENOSPC): a disk that fills up, then has room again.

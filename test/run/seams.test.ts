@@ -309,7 +309,7 @@ describe("a whole run on in-memory seams", () => {
         seen.push(`create ${key}`);
         const done = flushedRecords();
         const intent = done.find((r) => r.t === "intent" && r.key === key);
-        if (!intent || intent.t !== "intent") {
+        if (intent?.t !== "intent") {
           problems.push(`create ${key} left before its intent was flushed`);
           return;
         }
