@@ -255,9 +255,8 @@ describe("a whole run on in-memory seams", () => {
   });
 
   // Write-ahead, seen from outside: at the moment each create is handed to HTTP, the state store
-  // holds its intent and its `sending` record flushed. Alone, the run need not wait for the intent
-  // (the `sending` record's flush takes it down too); with a shared ledger, the intent is flushed
-  // before the ledger hears that the create may leave.
+  // holds its intent and its `sending` record flushed; with a shared ledger, the intent is flushed
+  // before the ledger hears that the create may leave (markSent).
   for (const shared of [false, true]) {
     it(`flushes every create's intent and body before the create leaves (${shared ? "shared" : "own"} ledger)`, async () => {
       const { s, w } = await setup();
