@@ -39,7 +39,7 @@
 // Linux only (/proc); no tool beyond Node. CPU time grows on a busy machine (the sandbox shares it):
 // run it on an otherwise idle one, and compare best of several runs.
 //
-// Settings: BENCH_PAIRS (1: alternated pairs of the tuned run and the floor, judged by the median
+// Settings: BENCH_PAIRS (1: alternated pairs of the tuned run and the floor, every other one the floor first, judged by the median
 // of their ratios), BENCH_JOBS (2000), BENCH_SEED (1), BENCH_PARTS (tuned,stills,default,reference,stream), BENCH_TIME_SCALE
 // (0.001), BENCH_IN_FLIGHT (200), BENCH_RPS (500), BENCH_POLL_INTERVAL (0.2), BENCH_STREAM_BYTES
 // (1 GiB), BENCH_TMP (temp folder for the outputs), BENCH_KEEP (keep the outputs), BENCH_RUNNER_NODE_ARGS
@@ -554,13 +554,16 @@ if (PARTS.has("default")) workload = await jobsRun("default", [], undefined);
 if (PARTS.has("reference")) workload = await referenceRun();
 if (workload) results.unshift([`workload:                  ${workload}`, true]);
 // The tuned run against the floor, pair by pair: one pair varies by a fifth on a busy 2-core
-// machine, so BENCH_PAIRS=N runs N alternated pairs and judges the median of their ratios.
+// machine, so BENCH_PAIRS=N runs N alternated pairs and judges the median of their ratios. Every
+// other pair runs the floor first: a machine that slows down (or speeds up) over the minutes would
+// otherwise favour whichever always runs first.
 const pairRatios = [];
 if (cpuPerJobOf.reference !== undefined && cpuPerJobOf.tuned !== undefined) {
   pairRatios.push(cpuPerJobOf.tuned / cpuPerJobOf.reference);
+  const tuned = () => jobsRun("tuned", [...TUNED_FLAGS, "--no-stills"], undefined, { quiet: true });
+  const reference = () => referenceRun({ quiet: true });
   for (let i = 2; i <= PAIRS; i++) {
-    await jobsRun("tuned", [...TUNED_FLAGS, "--no-stills"], undefined, { quiet: true });
-    await referenceRun({ quiet: true });
+    for (const part of i % 2 === 0 ? [reference, tuned] : [tuned, reference]) await part();
     pairRatios.push(cpuPerJobOf.tuned / cpuPerJobOf.reference);
   }
 }
