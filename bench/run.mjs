@@ -443,6 +443,13 @@ function endpointLine(before, after) {
     .join(", ");
 }
 
+/** Adds lines to `results`; a repeated pair's only when something failed (its CPU goes into the median). */
+function reporter(quiet) {
+  return quiet
+    ? (...lines) => results.push(...lines.filter(([, ok]) => !ok))
+    : (...lines) => results.push(...lines);
+}
+
 /** One run of the mixed manifest against its own sandbox; pushes its figures to `results`. */
 async function jobsRun(label, flags, cpuTarget, { quiet = false } = {}) {
   const dir = mkdtempSync(join(base, `clapper-bench-${label}-`));
@@ -464,11 +471,7 @@ async function jobsRun(label, flags, cpuTarget, { quiet = false } = {}) {
     const cpuOk = cpuTarget === undefined || cpuPerJob < cpuTarget;
     const cpuNote = cpuTarget === undefined ? "no target" : `target < ${cpuTarget}: ${verdict(cpuOk)}`;
     const pad = (s) => `${label} ${s}`.padEnd(27);
-    // A repeated pair's lines are said only when something failed: its CPU goes into the median.
-    const push = quiet
-      ? (...lines) => results.push(...lines.filter(([, ok]) => !ok))
-      : (...lines) => results.push(...lines);
-    push(
+    reporter(quiet)(
       [
         `${pad("run:")}${flags.length ? flags.join(" ") : "default settings"}; ${stored}/${JOBS} stored, exit ${r.code}, ${fmt(r.seconds)} s`,
         r.code === 0 && stored === JOBS,
@@ -522,10 +525,7 @@ async function referenceRun({ quiet = false } = {}) {
     if (!ok) allOk = failRun(`reference run (${told.stored ?? 0}/${JOBS} stored)`, r);
     const pad = (t) => `reference ${t}`.padEnd(27);
     cpuPerJobOf.reference = r.cpuMs / JOBS;
-    const push = quiet
-      ? (...lines) => results.push(...lines.filter(([, ok]) => !ok))
-      : (...lines) => results.push(...lines);
-    push(
+    reporter(quiet)(
       [
         `${pad("run:")}${relative(ROOT, REFERENCE_SCRIPT)} (create, list, look, store and flush; nothing checked or kept); ${told.stored ?? 0}/${JOBS} stored, exit ${r.code}, ${fmt(r.seconds)} s`,
         ok,
