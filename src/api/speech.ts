@@ -90,7 +90,12 @@ const LETTER_OR_DIGIT_GLOBAL = /[\p{L}\p{Nd}]/gu;
 
 /** Counted characters: Unicode letters (incl. Han) and decimal digits; not spaces, punctuation, symbols, emoji. */
 export function countBillableChars(text: string): number {
-  return text.match(LETTER_OR_DIGIT_GLOBAL)?.length ?? 0;
+  // Counted, not collected: text.match() built an array of every character, and this runs for
+  // every line at each estimate and each look at its task.
+  LETTER_OR_DIGIT_GLOBAL.lastIndex = 0;
+  let n = 0;
+  while (LETTER_OR_DIGIT_GLOBAL.test(text)) n++;
+  return n;
 }
 
 /** Points of one request: ceil(counted characters x price per 10 / 10), rounded up once. */

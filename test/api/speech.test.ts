@@ -886,6 +886,18 @@ describe("billing", () => {
     expect(countBillableChars("")).toBe(0);
   });
 
+  it("counts a letter beyond U+FFFF once, and each call from the start of its text", () => {
+    // U+1D4B3 (a script capital X, Lu) is two UTF-16 units and one letter; U+1D7D9 is a digit (Nd).
+    expect(countBillableChars("\u{1D4B3}\u{1D7D9}a")).toBe(3);
+    expect(countBillableChars("😀\u{1D4B3}😀")).toBe(1);
+    // One expression serves every call: a count never starts where the last one stopped.
+    const texts = ["abc", "x", "😀", "東京", "a1-b2", "", "Zürich 2024", "\u{1D4B3}"];
+    const reference = (t: string) => [...t].filter((c) => /^[\p{L}\p{Nd}]$/u.test(c)).length;
+    for (let round = 0; round < 3; round++) {
+      for (const t of texts) expect(countBillableChars(t)).toBe(reference(t));
+    }
+  });
+
   it("computes points as ceil(count x price / 10) once per request", () => {
     expect(speechPoints("你好，world 42! 😀", 3)).toBe(3); // ceil(27 / 10)
     expect(speechPoints("Hello, 世界! 123", 7)).toBe(7); // 70 / 10
