@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
-import { appendFile, type FileHandle, mkdtemp, open, readFile, writeFile } from "node:fs/promises";
+import { appendFile, type FileHandle, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { Journal } from "../../src/state/journal.js";
 
 type Rec = { t: "add"; n: number } | { t: "name"; name: string };
@@ -21,8 +21,14 @@ const options = (path: string, compactEvery?: number) => ({
   ...(compactEvery ? { compactEvery } : {}),
 });
 
+/** Folders made by tmp(), removed once the file's tests are done. */
+const made: string[] = [];
+afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
+
 async function tmp() {
-  return join(await mkdtemp(join(tmpdir(), "clapper-journal-")), "state.jsonl");
+  const dir = await mkdtemp(join(tmpdir(), "clapper-journal-"));
+  made.push(dir);
+  return join(dir, "state.jsonl");
 }
 
 describe("Journal", () => {

@@ -18,7 +18,7 @@ import { hostname, tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   acquireLock,
   DEFAULT_HEARTBEAT_MS,
@@ -31,8 +31,14 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const BUILT = join(ROOT, "dist/locks/file-lock.js");
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Folders made by tmp(), removed once the file's tests are done. */
+const made: string[] = [];
+afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
+
 async function tmp() {
-  return join(await mkdtemp(join(tmpdir(), "clapper-lock-")), "state.lock");
+  const dir = await mkdtemp(join(tmpdir(), "clapper-lock-"));
+  made.push(dir);
+  return join(dir, "state.lock");
 }
 
 /** A pid that certainly existed and is now gone: a child that has exited. */
