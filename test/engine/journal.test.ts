@@ -1,9 +1,9 @@
 import { existsSync } from "node:fs";
-import { appendFile, type FileHandle, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { appendFile, type FileHandle, open, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Journal } from "../../src/state/journal.js";
+import { tempDir } from "../helpers/temp.js";
 
 type Rec = { t: "add"; n: number } | { t: "name"; name: string };
 interface State {
@@ -21,14 +21,8 @@ const options = (path: string, compactEvery?: number) => ({
   ...(compactEvery ? { compactEvery } : {}),
 });
 
-/** Folders made by tmp(), removed once the file's tests are done. */
-const made: string[] = [];
-afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
-
 async function tmp() {
-  const dir = await mkdtemp(join(tmpdir(), "clapper-journal-"));
-  made.push(dir);
-  return join(dir, "state.jsonl");
+  return join(await tempDir("clapper-journal-"), "state.jsonl");
 }
 
 describe("Journal", () => {

@@ -2,23 +2,12 @@
 // module (dist/), since a lease only means something between processes.
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process";
 import { existsSync, readlinkSync, statSync } from "node:fs";
-import {
-  link,
-  mkdtemp,
-  readdir,
-  readFile,
-  rename,
-  rm,
-  stat,
-  symlink,
-  utimes,
-  writeFile,
-} from "node:fs/promises";
-import { hostname, tmpdir } from "node:os";
+import { link, readdir, readFile, rename, rm, stat, symlink, utimes, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   acquireLock,
   DEFAULT_HEARTBEAT_MS,
@@ -26,19 +15,14 @@ import {
   LockHeldError,
   type LockLostError,
 } from "../../src/locks/file-lock.js";
+import { tempDir } from "../helpers/temp.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const BUILT = join(ROOT, "dist/locks/file-lock.js");
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Folders made by tmp(), removed once the file's tests are done. */
-const made: string[] = [];
-afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
-
 async function tmp() {
-  const dir = await mkdtemp(join(tmpdir(), "clapper-lock-"));
-  made.push(dir);
-  return join(dir, "state.lock");
+  return join(await tempDir("clapper-lock-"), "state.lock");
 }
 
 /** A pid that certainly existed and is now gone: a child that has exited. */

@@ -1,18 +1,8 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PicksError, parsePicks, picksPath, readPicks, writePicks } from "../../src/review/picks.js";
-
-/** Folders made by folder(), removed once the file's tests are done. */
-const made: string[] = [];
-afterAll(() => Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true }))));
-
-async function folder(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "picks-"));
-  made.push(dir);
-  return dir;
-}
+import { tempDir } from "../helpers/temp.js";
 
 describe("picks.yaml", () => {
   it("lives beside the manifest", () => {
@@ -20,7 +10,7 @@ describe("picks.yaml", () => {
   });
 
   it("round-trips through write and read, and a missing file is no picks", async () => {
-    const dir = await folder();
+    const dir = await tempDir("picks-");
     const file = join(dir, "picks.yaml");
     expect(await readPicks(file)).toEqual({});
     await writePicks(file, { s02: { take: 2 }, s10: { take: 1 } });
@@ -82,7 +72,7 @@ describe("picks.yaml", () => {
   });
 
   it("writes a plain take number when no version is picked, a mapping when one is", async () => {
-    const dir = await folder();
+    const dir = await tempDir("picks-");
     const file = join(dir, "picks.yaml");
     await writePicks(file, { s01: { take: 2 }, s02: { take: 1, version: 2 } });
     const text = await readFile(file, "utf8");
@@ -97,7 +87,7 @@ describe("picks.yaml", () => {
   });
 
   it("refuses a file too large to be picks", async () => {
-    const dir = await folder();
+    const dir = await tempDir("picks-");
     const file = join(dir, "picks.yaml");
     await writeFile(file, `# ${"x".repeat(1024 * 1024)}\n`);
     await expect(readPicks(file)).rejects.toThrow(/larger than/);
