@@ -2,7 +2,7 @@
 // can tear only the last line, which is dropped on load; records that must survive a crash (the
 // intent to create, the task id) are flushed to disk before the caller goes on. When the file grows,
 // it is compacted into a single snapshot record written to a temporary file and renamed over it.
-import { type FileHandle, open, readFile, rename, truncate } from "node:fs/promises";
+import { type FileHandle, open, readFile, rename, rm, truncate } from "node:fs/promises";
 
 interface JournalOptions<S, R> {
   path: string;
@@ -219,7 +219,9 @@ export class Journal<S, R extends { t: string }> {
       try {
         const handle = this.handle;
         if (!handle) throw new Error("journal is closed");
-        await handle.write(batch.map((b) => (b.kind === "line" ? b.line : "")).join(""));
+        // writeFile, not write: a write the disk cuts short (full, over a size limit) reports the
+        // bytes it took as success; writeFile writes the rest, and meets the error itself.
+        await handle.writeFile(batch.map((b) => (b.kind === "line" ? b.line : "")).join(""));
         if (batch.some((b) => b.kind === "line" && b.durable)) await handle.datasync();
         for (const b of batch) b.resolve();
       } catch (error) {
@@ -233,11 +235,15 @@ export class Journal<S, R extends { t: string }> {
     const tmp = `${this.options.path}.compact`;
     const out = await open(tmp, "w");
     try {
-      await out.write(snapshot);
+      await out.writeFile(snapshot);
       await out.datasync();
-    } finally {
-      await out.close();
+    } catch (error) {
+      // The journal itself is untouched: the part of a snapshot written aside is not kept.
+      await out.close().catch(() => undefined);
+      await rm(tmp, { force: true }).catch(() => undefined);
+      throw error;
     }
+    await out.close();
     await this.handle?.close();
     await rename(tmp, this.options.path);
     this.handle = await open(this.options.path, "a");

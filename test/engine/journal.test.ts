@@ -1,6 +1,8 @@
-import { existsSync } from "node:fs";
-import { appendFile, type FileHandle, open, readFile, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
+import { appendFile, type FileHandle, open, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { Journal } from "../../src/state/journal.js";
 import { tempDir } from "../helpers/temp.js";
@@ -126,4 +128,79 @@ describe("Journal", () => {
       expect(await readFile(path, "utf8")).toBe('{"t":"add","n":1}\n');
     },
   );
+
+  // A disk that takes part of a write: the system reports the bytes it took as a success, and only
+  // the next write meets the error. A file-size limit (ulimit -f, in 1 KiB blocks) makes one; the
+  // journal runs in a child process under it, as built (dist/).
+  describe("a write the disk cuts short", () => {
+    const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+    const BUILT = join(ROOT, "dist/state/journal.js");
+    const CHILD = `
+const [url, path, mode] = process.argv.slice(1);
+const { Journal } = await import(url);
+const j = await Journal.open({
+  path,
+  initial: () => ({ sum: 0, names: [] }),
+  // A name counts ten times: a snapshot far larger than the lines that made it.
+  apply: (s, r) => { if (r.t === "add") s.sum += r.n; else for (let i = 0; i < 10; i++) s.names.push(r.name); },
+});
+const say = (what, p) => p.then(() => console.log(what + " ok"), (e) => console.log(what + " " + (e.code ?? e.message)));
+await say("first", j.append({ t: "add", n: 1 }, { durable: true }));
+if (mode === "line") await say("big", j.append({ t: "name", name: "x".repeat(4000) }, { durable: true }));
+else {
+  await say("name", j.append({ t: "name", name: "y".repeat(300) }, { durable: true }));
+  await say("compact", j.compact());
+}
+await say("after", j.append({ t: "add", n: 2 }, { durable: true }));
+await j.close().catch(() => undefined);
+`;
+    /** The child's lines, with files limited to 2 KiB. */
+    function underLimit(path: string, mode: "line" | "compact"): string[] {
+      expect(
+        existsSync(BUILT) && statSync(BUILT).mtimeMs >= statSync(join(ROOT, "src/state/journal.ts")).mtimeMs,
+        "dist/ is older than src/: run `npm run build` first",
+      ).toBe(true);
+      const child = spawnSync(
+        "bash",
+        [
+          "-c",
+          'ulimit -f 2 && exec "$0" --input-type=module -e "$1" "$2" "$3" "$4"',
+          process.execPath,
+          CHILD,
+          pathToFileURL(BUILT).href,
+          path,
+          mode,
+        ],
+        { encoding: "utf8", timeout: 30_000 },
+      );
+      expect(child.status, child.stderr).toBe(0);
+      return child.stdout.trim().split("\n");
+    }
+
+    it("a durable line is refused, not reported written, and nothing is written after it", async () => {
+      const path = await tmp();
+      expect(underLimit(path, "line")).toEqual(["first ok", "big EFBIG", "after EFBIG"]);
+      // What the disk holds: the first line, then the cut one, which the next open reads as a torn end.
+      const text = await readFile(path, "utf8");
+      expect(text.startsWith('{"t":"add","n":1}\n{"t":"name","name":"xxx')).toBe(true);
+      expect(text.includes('"n":2')).toBe(false);
+      const reopened = await Journal.open<State, Rec>(options(path));
+      expect(reopened.state.sum).toBe(1);
+      await reopened.close();
+    });
+
+    it("a compaction is refused and the journal it would have replaced is kept whole", async () => {
+      const path = await tmp();
+      expect(underLimit(path, "compact")).toEqual(["first ok", "name ok", "compact EFBIG", "after ok"]);
+      const text = await readFile(path, "utf8");
+      expect(
+        text
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l).t),
+      ).toEqual(["add", "name", "add"]);
+      // The snapshot's cut copy is not left beside it.
+      expect(await readdir(join(path, ".."))).toEqual(["state.jsonl"]);
+    });
+  });
 });
