@@ -172,6 +172,18 @@ function connect(url: string) {
   return { logs, clients };
 }
 
+/** The Idempotency-Key a request carries: undici gives headers as [name, value, ...] or as raw lines. */
+function idempotencyKey(headers: unknown): string | undefined {
+  if (Array.isArray(headers)) {
+    const at = headers.findIndex((h, i) => i % 2 === 0 && String(h).toLowerCase() === "idempotency-key");
+    return at < 0 ? undefined : String(headers[at + 1]);
+  }
+  const line = String(headers ?? "")
+    .split("\r\n")
+    .find((l) => l.toLowerCase().startsWith("idempotency-key:"));
+  return line?.slice(line.indexOf(":") + 1).trim();
+}
+
 const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
 
 describe("a whole run on in-memory seams", () => {
@@ -282,7 +294,6 @@ describe("a whole run on in-memory seams", () => {
               const own = f.seams.ledger(input) as PointsLedger;
               return {
                 ...own,
-                snapshot: () => own.snapshot(),
                 async markSent(key: string) {
                   seen.push(`sent ${key}`);
                   if (!flushedRecords().some((r) => r.t === "intent" && r.key === key))
@@ -293,17 +304,7 @@ describe("a whole run on in-memory seams", () => {
           }
         : f.seams;
       const onRequest = (message: unknown) => {
-        const headers = (message as { request: { headers?: unknown } }).request.headers;
-        const list = Array.isArray(headers) ? headers.map(String) : String(headers ?? "").split("\r\n");
-        const at = list.findIndex((h, i) => i % 2 === 0 && h.toLowerCase() === "idempotency-key");
-        const key = Array.isArray(headers)
-          ? at < 0
-            ? undefined
-            : list[at + 1]
-          : list
-              .find((l) => l.toLowerCase().startsWith("idempotency-key:"))
-              ?.split(":")[1]
-              ?.trim();
+        const key = idempotencyKey((message as { request: { headers?: unknown } }).request.headers);
         if (!key) return;
         seen.push(`create ${key}`);
         const done = flushedRecords();
