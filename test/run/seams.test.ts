@@ -29,6 +29,11 @@ function fakes() {
   const ledgerCalls: string[] = [];
   /** How many of `records` are on disk: those up to the last durable one. */
   const flushed = { count: 0 };
+  /**
+   * A disk that fills up: the first record `at` names is refused, and so is every record after it,
+   * as the file journal refuses everything after a failed write. `error` is what it was refused with.
+   */
+  const disk: { full?: (r: RunRecord) => boolean; error?: Error } = {};
   let lives = 0;
 
   const lock: Seams["lock"] = async (path) => {
@@ -58,8 +63,12 @@ function fakes() {
       },
       async append(record, options) {
         if (frozen) return;
-        records.push(structuredClone(record));
+        if (!disk.error && disk.full?.(record))
+          disk.error = Object.assign(new Error("no space left"), { code: "ENOSPC" });
+        // As the file journal: the state in memory takes the record; the disk refuses it.
         applyRecord(state, record);
+        if (disk.error) throw disk.error;
+        records.push(structuredClone(record));
         // A durable record is flushed with every record before it, as a journal's flush is.
         if (options?.durable) flushed.count = records.length;
       },
@@ -154,6 +163,7 @@ function fakes() {
     taken,
     records,
     flushed,
+    disk,
     objects,
     ledgerCalls,
     lives: () => lives,
@@ -338,6 +348,84 @@ describe("a whole run on in-memory seams", () => {
       expect(seen.filter((e) => e.startsWith("create"))).toHaveLength(4);
       if (shared) expect(seen.filter((e) => e.startsWith("sent"))).toHaveLength(4);
       expect(created(await s.stats())).toBe(4);
+    });
+  }
+
+  // The state cannot be written any more (a full disk) at a moment of a job's life: the run stops
+  // without a create whose intent is not on disk; what was not flushed is lost, as in a crash; once
+  // there is room again, the next run finishes the work and pays for no job twice.
+  for (const [moment, full] of [
+    ["a create's intent", (r: RunRecord) => r.t === "intent"],
+    ["a task's id", (r: RunRecord) => r.t === "created"],
+    ["a stored result", (r: RunRecord) => r.t === "stored"],
+  ] as const) {
+    it(`a state that cannot be written at ${moment}: nothing created unrecorded, nothing paid twice`, async () => {
+      const { s, w } = await setup();
+      const manifest = await w.manifest({
+        shots: [
+          { id: "s01", prompt: "A lighthouse at dusk" },
+          { id: "s02", prompt: "The lamp turns" },
+        ],
+        lines: [{ id: "n01", text: "Every night, the light came on." }],
+        budget: 1000,
+      });
+      const f = fakes();
+      const before = await s.total();
+      const keys: string[] = [];
+      const early: string[] = [];
+      const onRequest = (message: unknown) => {
+        const key = idempotencyKey((message as { request: { headers?: unknown } }).request.headers);
+        if (!key) return;
+        keys.push(key);
+        const done = f.records.slice(0, f.flushed.count);
+        if (!done.some((r) => r.t === "intent" && r.key === key)) early.push(key);
+      };
+      const { logs, clients } = connect(s.url);
+      const once = () =>
+        run({
+          manifest,
+          clients,
+          logger: logs.logger,
+          env: {},
+          gate: f.gate,
+          seams: f.seams,
+          track: FAST_TRACK,
+          exitCodeOf,
+        });
+      subscribe("undici:request:create", onRequest);
+      try {
+        f.disk.full = full;
+        // The run ends on the error (the CLI says "no space left on the device"), or with it as its outcome.
+        const first = await once().then(
+          (outcome) => ({ outcome }),
+          (error: unknown) => ({ error }),
+        );
+        if ("error" in first) expect(first.error).toBe(f.disk.error);
+        else expect(exitCodeOf(first.outcome.end), first.outcome.message).not.toBe(0);
+        expect(f.disk.error).toBeDefined();
+        expect(f.locks.size).toBe(0);
+        // The machine goes down: what was not flushed is gone. Then there is room again.
+        f.records.splice(f.flushed.count);
+        f.disk.full = undefined;
+        f.disk.error = undefined;
+        const second = await once();
+        expect(exitCodeOf(second.end), second.message).toBe(0);
+        expect(second.report?.counts).toMatchObject({ total: 3, succeeded: 3 });
+        // One task per job over both runs, each create sent with an intent on disk; a create sent
+        // again (the same key, to learn its task) is not a second task.
+        expect(early).toEqual([]);
+        expect(created(await s.stats())).toBe(3);
+        expect(new Set(keys).size).toBe(3);
+        // The report's spending is the balance drop, and every result is what the report says.
+        expect(second.report!.points.spent).toBe(before - (await s.settledTotal()));
+        for (const job of second.report!.jobs) {
+          const key = job.output!.uri.replace("memory://out/", "");
+          expect(sha256(f.objects.get(key)!.data)).toBe(job.output!.sha256);
+        }
+      } finally {
+        unsubscribe("undici:request:create", onRequest);
+        await clients.close();
+      }
     });
   }
 });
