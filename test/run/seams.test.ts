@@ -194,19 +194,43 @@ function idempotencyKey(headers: unknown): string | undefined {
   return line?.slice(line.indexOf(":") + 1).trim();
 }
 
+/**
+ * Watches every create as undici hands it to HTTP: each must find its intent and its `sending`
+ * record among the records the state store has flushed. `stop()` ends the watch.
+ */
+function watchCreates(f: ReturnType<typeof fakes>) {
+  const keys: string[] = [];
+  const problems: string[] = [];
+  const onRequest = (message: unknown) => {
+    const key = idempotencyKey((message as { request: { headers?: unknown } }).request.headers);
+    if (!key) return;
+    keys.push(key);
+    const done = f.records.slice(0, f.flushed.count);
+    const intent = done.find((r) => r.t === "intent" && r.key === key);
+    if (intent?.t !== "intent") problems.push(`create ${key} left before its intent was flushed`);
+    else if (!done.some((r) => r.t === "sending" && r.id === intent.id && r.n === intent.n))
+      problems.push(`create ${key} left before its body was flushed`);
+  };
+  subscribe("undici:request:create", onRequest);
+  return { keys, problems, stop: () => unsubscribe("undici:request:create", onRequest) };
+}
+
+/** Two shots and a line, within a budget. */
+const THREE_JOBS = {
+  shots: [
+    { id: "s01", prompt: "A lighthouse at dusk" },
+    { id: "s02", prompt: "The lamp turns" },
+  ],
+  lines: [{ id: "n01", text: "Every night, the light came on." }],
+  budget: 1000,
+};
+
 const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
 
 describe("a whole run on in-memory seams", () => {
   it("runs, resumes nothing twice, and writes nothing to disk but what the services hold", async () => {
     const { s, w } = await setup();
-    const manifest = await w.manifest({
-      shots: [
-        { id: "s01", prompt: "A lighthouse at dusk" },
-        { id: "s02", prompt: "The lamp turns" },
-      ],
-      lines: [{ id: "n01", text: "Every night, the light came on." }],
-      budget: 1000,
-    });
+    const manifest = await w.manifest(THREE_JOBS);
     const f = fakes();
     const { logs, clients } = connect(s.url);
     const before = await s.total();
@@ -294,9 +318,8 @@ describe("a whole run on in-memory seams", () => {
         budget: 1000,
       });
       const f = fakes();
-      const flushedRecords = () => f.records.slice(0, f.flushed.count);
-      const seen: string[] = [];
-      const problems: string[] = [];
+      const watch = watchCreates(f);
+      const sent: string[] = [];
       const seams: Seams = shared
         ? {
             ...f.seams,
@@ -305,28 +328,15 @@ describe("a whole run on in-memory seams", () => {
               return {
                 ...own,
                 async markSent(key: string) {
-                  seen.push(`sent ${key}`);
-                  if (!flushedRecords().some((r) => r.t === "intent" && r.key === key))
-                    problems.push(`markSent(${key}) before its intent was flushed`);
+                  sent.push(key);
+                  const flushed = f.records.slice(0, f.flushed.count);
+                  if (!flushed.some((r) => r.t === "intent" && r.key === key))
+                    watch.problems.push(`markSent(${key}) before its intent was flushed`);
                 },
               };
             },
           }
         : f.seams;
-      const onRequest = (message: unknown) => {
-        const key = idempotencyKey((message as { request: { headers?: unknown } }).request.headers);
-        if (!key) return;
-        seen.push(`create ${key}`);
-        const done = flushedRecords();
-        const intent = done.find((r) => r.t === "intent" && r.key === key);
-        if (intent?.t !== "intent") {
-          problems.push(`create ${key} left before its intent was flushed`);
-          return;
-        }
-        if (!done.some((r) => r.t === "sending" && r.id === intent.id && r.n === intent.n))
-          problems.push(`create ${key} left before its body was flushed`);
-      };
-      subscribe("undici:request:create", onRequest);
       const { logs, clients } = connect(s.url);
       try {
         const outcome = await run({
@@ -341,12 +351,12 @@ describe("a whole run on in-memory seams", () => {
         });
         expect(exitCodeOf(outcome.end), outcome.message).toBe(0);
       } finally {
-        unsubscribe("undici:request:create", onRequest);
+        watch.stop();
         await clients.close();
       }
-      expect(problems).toEqual([]);
-      expect(seen.filter((e) => e.startsWith("create"))).toHaveLength(4);
-      if (shared) expect(seen.filter((e) => e.startsWith("sent"))).toHaveLength(4);
+      expect(watch.problems).toEqual([]);
+      expect(watch.keys).toHaveLength(4);
+      if (shared) expect(sent).toHaveLength(4);
       expect(created(await s.stats())).toBe(4);
     });
   }
@@ -361,25 +371,9 @@ describe("a whole run on in-memory seams", () => {
   ] as const) {
     it(`a state that cannot be written at ${moment}: nothing created unrecorded, nothing paid twice`, async () => {
       const { s, w } = await setup();
-      const manifest = await w.manifest({
-        shots: [
-          { id: "s01", prompt: "A lighthouse at dusk" },
-          { id: "s02", prompt: "The lamp turns" },
-        ],
-        lines: [{ id: "n01", text: "Every night, the light came on." }],
-        budget: 1000,
-      });
+      const manifest = await w.manifest(THREE_JOBS);
       const f = fakes();
       const before = await s.total();
-      const keys: string[] = [];
-      const early: string[] = [];
-      const onRequest = (message: unknown) => {
-        const key = idempotencyKey((message as { request: { headers?: unknown } }).request.headers);
-        if (!key) return;
-        keys.push(key);
-        const done = f.records.slice(0, f.flushed.count);
-        if (!done.some((r) => r.t === "intent" && r.key === key)) early.push(key);
-      };
       const { logs, clients } = connect(s.url);
       const once = () =>
         run({
@@ -392,7 +386,7 @@ describe("a whole run on in-memory seams", () => {
           track: FAST_TRACK,
           exitCodeOf,
         });
-      subscribe("undici:request:create", onRequest);
+      const watch = watchCreates(f);
       try {
         f.disk.full = full;
         // The run ends on the error (the CLI says "no space left on the device"), or with it as its outcome.
@@ -413,9 +407,9 @@ describe("a whole run on in-memory seams", () => {
         expect(second.report?.counts).toMatchObject({ total: 3, succeeded: 3 });
         // One task per job over both runs, each create sent with an intent on disk; a create sent
         // again (the same key, to learn its task) is not a second task.
-        expect(early).toEqual([]);
+        expect(watch.problems).toEqual([]);
         expect(created(await s.stats())).toBe(3);
-        expect(new Set(keys).size).toBe(3);
+        expect(new Set(watch.keys).size).toBe(3);
         // The report's spending is the balance drop, and every result is what the report says.
         expect(second.report!.points.spent).toBe(before - (await s.settledTotal()));
         for (const job of second.report!.jobs) {
@@ -423,7 +417,7 @@ describe("a whole run on in-memory seams", () => {
           expect(sha256(f.objects.get(key)!.data)).toBe(job.output!.sha256);
         }
       } finally {
-        unsubscribe("undici:request:create", onRequest);
+        watch.stop();
         await clients.close();
       }
     });
