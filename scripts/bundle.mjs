@@ -24,6 +24,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -120,6 +121,67 @@ const undiciCookies = {
   },
 };
 
+/**
+ * undici's HTTP/1.1 client requires its HTTP/2 one as it loads, and that requires node:http2 and
+ * node:tls: 10-14 ms of every start. clapper never sets allowH2, so the HTTP/2 client is only ever
+ * called for a server that chose h2 in a TLS handshake undici offered it in. It gets a stand-in
+ * that loads the real one on its first call. The build fails if the require changed.
+ */
+const lazyHttp2Client = {
+  name: "lazy-undici-h2",
+  setup(b) {
+    b.onResolve({ filter: /^\.\/client-h2\.js$/ }, async (args) => {
+      if (!/[\\/]node_modules[\\/]undici[\\/]lib[\\/]dispatcher$/.test(args.resolveDir)) return undefined;
+      const real = await b.resolve(join(args.resolveDir, "client-h2.js"), {
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        kind: args.kind,
+      });
+      if (real.errors.length > 0) return { errors: real.errors };
+      return { path: real.path, namespace: "lazy-undici-h2" };
+    });
+    b.onLoad({ filter: /.*/, namespace: "lazy-undici-h2" }, (args) => {
+      const text = readFileSync(args.path, "utf8");
+      if (!text.includes("module.exports = connectH2")) {
+        return { errors: [{ text: `${args.path}: expected module.exports = connectH2` }] };
+      }
+      return {
+        contents: `let real;\nmodule.exports = function connectH2(client, socket) {\n  real ??= require(${JSON.stringify(args.path)});\n  return real(client, socket);\n};\n`,
+        resolveDir: dirname(args.path),
+        loader: "js",
+      };
+    });
+  },
+};
+
+/**
+ * Node's own modules that a run needs late or never, loaded on first use of one of their exports:
+ * node:child_process (and node:dgram with it, 4-5 ms) only spawns ffmpeg for stills and episodes,
+ * after results are stored. esbuild reads an import's names at each call (`(0, m.spawn)(...)`), so
+ * a stand-in with a getter per name is enough; the names are this Node's (the image builds with its
+ * own Node).
+ */
+const LAZY_BUILTINS = /^node:child_process$/;
+const lazyBuiltins = {
+  name: "lazy-builtins",
+  setup(b) {
+    b.onResolve({ filter: LAZY_BUILTINS }, (args) =>
+      args.namespace === "lazy-builtin"
+        ? { path: args.path, external: true }
+        : { path: args.path, namespace: "lazy-builtin" },
+    );
+    b.onLoad({ filter: /.*/, namespace: "lazy-builtin" }, (args) => {
+      const names = Object.keys(createRequire(import.meta.url)(args.path)).filter((n) => n !== "default");
+      const load = `let real;\nconst load = () => (real ??= require(${JSON.stringify(args.path)}));\n`;
+      const getters = names.map(
+        (n) =>
+          `Object.defineProperty(exports, ${JSON.stringify(n)}, { enumerable: true, get: () => load()[${JSON.stringify(n)}] });`,
+      );
+      return { contents: `${load}${getters.join("\n")}\n`, loader: "js" };
+    });
+  },
+};
+
 const result = await build({
   entryPoints: [join(ROOT, "dist/cli/main.js")],
   bundle: true,
@@ -141,7 +203,7 @@ const result = await build({
       'var __clapperUrl = (from) => require("node:url").pathToFileURL(require("node:path").join(__dirname, from)).href;',
     ].join("\n"),
   },
-  plugins: [lazyStringWidth, undiciCookies, importMetaUrl],
+  plugins: [lazyStringWidth, lazyHttp2Client, lazyBuiltins, undiciCookies, importMetaUrl],
   metafile: true,
   logLevel: "silent",
 });

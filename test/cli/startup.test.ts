@@ -9,10 +9,11 @@
 // ioredis, pino-pretty) can be seen, and the ES modules (CLAPPER_NO_BUNDLE=1), where every file is
 // seen. The S3 case is what proves the check sees the truth with the bundle: were the SDK bundled,
 // or loaded another way than by require, it would not be listed there.
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KEY, sandbox } from "../helpers/sandbox.js";
 import { staleBuild } from "../run/harness.js";
 import { clapper, type Folder, folder, type Ran, smallManifest } from "./cli-process.js";
 
@@ -77,6 +78,64 @@ async function loading(
 type Way = "bundle" | "modules";
 
 const aws = (packages: Set<string>) => [...packages].filter((p) => /^@(aws-sdk|smithy)\//.test(p));
+
+// Node's own modules, listed at a run's first create and as it exits: a preload required before the
+// CLI (NODE_OPTIONS), watching undici's creates (the one request with an idempotency key).
+const BUILTINS = `const { appendFileSync } = require("node:fs");
+const dc = require("node:diagnostics_channel");
+const list = (when) => appendFileSync(process.env.CLAPPER_TEST_LOADED, process.moduleLoadList
+  .filter((m) => m.startsWith("NativeModule ")).map((m) => when + " " + m.slice(13) + "\\n").join(""));
+let first = true;
+dc.subscribe("undici:request:create", ({ request }) => {
+  const h = request.headers;
+  const create = Array.isArray(h) ? h.some((x, i) => i % 2 === 0 && String(x).toLowerCase() === "idempotency-key")
+    : String(h).toLowerCase().includes("idempotency-key:");
+  if (create && first) { first = false; list("create"); }
+});
+process.on("exit", () => list("exit"));
+`;
+
+describe("Node's modules a run loads late (bundle)", () => {
+  // scripts/bundle.mjs: undici's HTTP/2 client (node:http2 and node:tls, 10-14 ms of a start) and
+  // node:child_process (ffmpeg for stills) load on their first use, not before the first create.
+  it("node:http2 is never loaded; node:child_process only once a still is made, after the first create", async () => {
+    const preload = await dir.file("builtins.cjs", BUILTINS);
+    const list = join(dir.path, "builtins.txt");
+    // A sandbox of this process: `--sandbox` starts one in a child process of the run's.
+    const s = await sandbox();
+    let ran: Ran;
+    try {
+      ran = await clapper(["run", good, "--json", "--log-level", "silent"], {
+        cwd: dir.path,
+        env: {
+          NODE_OPTIONS: `--require=${preload}`,
+          CLAPPER_TEST_LOADED: list,
+          CLAPPER_LOADER_REPORT: "1",
+          CLAPPER_BASE_URL: s.url,
+          CLAPPER_API_KEY: KEY,
+        },
+        timeoutMs: 30_000,
+      });
+    } finally {
+      await s.close();
+    }
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    expect(ran.stderr).toContain("clapper loader: bundle, cache accepted\n");
+    const lines = (await readFile(list, "utf8")).split("\n").filter(Boolean);
+    const at = (when: string) =>
+      new Set(lines.filter((l) => l.startsWith(`${when} `)).map((l) => l.slice(when.length + 1)));
+    const create = at("create");
+    const exit = at("exit");
+    // The preload saw the create (undici itself is loaded by then), and the run's end.
+    expect(create).toContain("_http_client");
+    expect(exit.size).toBeGreaterThan(create.size);
+    for (const late of ["http2", "tls", "child_process"]) expect(create, late).not.toContain(late);
+    expect(exit).not.toContain("http2");
+    // The stand-in loads the real module when a still is made: the run stored one.
+    expect(exit).toContain("child_process");
+    expect((await stat(join(dir.path, "output/good/stills/s01.jpg"))).size).toBeGreaterThan(0);
+  }, 60_000);
+});
 
 describe.each(["bundle", "modules"] as const)("what a command loads (%s)", (way) => {
   it("a run to a local folder never loads the AWS SDK", async () => {
