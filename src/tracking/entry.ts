@@ -13,6 +13,8 @@ export interface Plan {
   late: number;
   /** Looks before `endAt` while the pace is not learnt yet. */
   early?: number;
+  /** One attempt's nominal time (ms, before the pace): counted once per task, not at every look. */
+  attemptMs?: number;
 }
 
 export interface Entry<T> {

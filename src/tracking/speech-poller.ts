@@ -65,8 +65,9 @@ export class SpeechPoller extends Poller<SpeechTask> {
    */
   protected nextInterval(task: SpeechTask, entry: Entry<SpeechTask>): number {
     const now = Date.now();
-    const run = attemptMs(task.input.text, task.input.speed) * this.pace();
     let plan = entry.plan;
+    const nominal = plan?.attemptMs ?? attemptMs(task.input.text, task.input.speed);
+    const run = nominal * this.pace();
     if (!plan) {
       plan = { endAt: entry.since + SPEECH_QUEUE_MS * this.pace() + run, attempt: task.attempt, late: 0 };
       entry.plan = plan;
@@ -75,6 +76,7 @@ export class SpeechPoller extends Poller<SpeechTask> {
       if (task.attempt > 1) Object.assign(plan, { endAt: now + run, late: 0 });
       plan.attempt = task.attempt;
     }
+    plan.attemptMs = nominal;
     if (now < plan.endAt) {
       // Until a line here has ended, the nominal end may be far too late (a faster service, a
       // sandbox at a small time scale: seconds late for every line of the first wave). Two looks
