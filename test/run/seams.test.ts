@@ -182,6 +182,25 @@ function connect(url: string) {
   return { logs, clients };
 }
 
+/** One run of `manifest` on the fakes' seams (or on `seams`), through `c`'s clients. */
+function runOn(
+  manifest: Parameters<typeof run>[0]["manifest"],
+  f: ReturnType<typeof fakes>,
+  c: ReturnType<typeof connect>,
+  seams: Seams = f.seams,
+) {
+  return run({
+    manifest,
+    clients: c.clients,
+    logger: c.logs.logger,
+    env: {},
+    gate: f.gate,
+    seams,
+    track: FAST_TRACK,
+    exitCodeOf,
+  });
+}
+
 /** The Idempotency-Key a request carries: undici gives headers as [name, value, ...] or as raw lines. */
 function idempotencyKey(headers: unknown): string | undefined {
   if (Array.isArray(headers)) {
@@ -232,20 +251,11 @@ describe("a whole run on in-memory seams", () => {
     const { s, w } = await setup();
     const manifest = await w.manifest(THREE_JOBS);
     const f = fakes();
-    const { logs, clients } = connect(s.url);
+    const c = connect(s.url);
     const before = await s.total();
     try {
       const once = () =>
-        run({
-          manifest,
-          clients,
-          logger: logs.logger,
-          env: {},
-          gate: f.gate,
-          seams: f.seams,
-          track: FAST_TRACK,
-          exitCodeOf,
-        }).then((outcome) => ({ ...outcome, exitCode: exitCodeOf(outcome.end) }));
+        runOn(manifest, f, c).then((outcome) => ({ ...outcome, exitCode: exitCodeOf(outcome.end) }));
       const first = await once();
       expect(first.exitCode, first.message).toBe(0);
       expect(first.report?.counts).toMatchObject({ total: 3, succeeded: 3 });
@@ -296,7 +306,7 @@ describe("a whole run on in-memory seams", () => {
       f.locks.add(`${w.statePath()}.lock`);
       expect((await once()).exitCode).toBe(5);
     } finally {
-      await clients.close();
+      await c.clients.close();
     }
   });
 
@@ -337,22 +347,13 @@ describe("a whole run on in-memory seams", () => {
             },
           }
         : f.seams;
-      const { logs, clients } = connect(s.url);
+      const c = connect(s.url);
       try {
-        const outcome = await run({
-          manifest,
-          clients,
-          logger: logs.logger,
-          env: {},
-          gate: f.gate,
-          seams,
-          track: FAST_TRACK,
-          exitCodeOf,
-        });
+        const outcome = await runOn(manifest, f, c, seams);
         expect(exitCodeOf(outcome.end), outcome.message).toBe(0);
       } finally {
         watch.stop();
-        await clients.close();
+        await c.clients.close();
       }
       expect(watch.problems).toEqual([]);
       expect(watch.keys).toHaveLength(4);
@@ -374,18 +375,8 @@ describe("a whole run on in-memory seams", () => {
       const manifest = await w.manifest(THREE_JOBS);
       const f = fakes();
       const before = await s.total();
-      const { logs, clients } = connect(s.url);
-      const once = () =>
-        run({
-          manifest,
-          clients,
-          logger: logs.logger,
-          env: {},
-          gate: f.gate,
-          seams: f.seams,
-          track: FAST_TRACK,
-          exitCodeOf,
-        });
+      const c = connect(s.url);
+      const once = () => runOn(manifest, f, c);
       const watch = watchCreates(f);
       try {
         f.disk.full = full;
@@ -418,7 +409,7 @@ describe("a whole run on in-memory seams", () => {
         }
       } finally {
         watch.stop();
-        await clients.close();
+        await c.clients.close();
       }
     });
   }
