@@ -74,32 +74,47 @@ const importMetaUrl = {
 };
 
 /**
+ * A module that loads on its first call instead of as its importer loads: each import of it that
+ * `filter` matches (from a folder `from` matches, when given) resolves to a stand-in, `stub(path)`'s
+ * code, which requires the real module (`path`) when it is first called. `stub` may return
+ * `{ errors }` to fail the build (the module is not what the stand-in was written for).
+ */
+function lazyModule({ name, filter, from, stub }) {
+  return {
+    name,
+    setup(b) {
+      b.onResolve({ filter }, async (args) => {
+        if (args.pluginData?.real || (from && !from.test(args.resolveDir))) return undefined;
+        const real = await b.resolve(args.path, {
+          importer: args.importer,
+          resolveDir: args.resolveDir,
+          kind: args.kind,
+          pluginData: { real: true },
+        });
+        if (real.errors.length > 0) return { errors: real.errors };
+        return { path: real.path, namespace: name };
+      });
+      b.onLoad({ filter: /.*/, namespace: name }, (args) => {
+        const contents = stub(args.path);
+        if (typeof contents !== "string") return contents;
+        return { contents, resolveDir: dirname(args.path), loader: "js" };
+      });
+    },
+  };
+}
+
+/**
  * string-width (three copies: cliui's, wrap-ansi's, yargs') builds an Intl.Segmenter and Unicode
  * property regular expressions as it loads, 30-50 ms of ICU set-up at every start, for the width of
  * help and usage text that a run never prints. Each import of it gets a stand-in whose default
  * export loads the real module on its first call. (A named import of it would fail the build.)
  */
-const lazyStringWidth = {
+const lazyStringWidth = lazyModule({
   name: "lazy-string-width",
-  setup(b) {
-    b.onResolve({ filter: /^string-width$/ }, async (args) => {
-      if (args.pluginData?.real) return undefined;
-      const real = await b.resolve(args.path, {
-        importer: args.importer,
-        resolveDir: args.resolveDir,
-        kind: args.kind,
-        pluginData: { real: true },
-      });
-      if (real.errors.length > 0) return { errors: real.errors };
-      return { path: real.path, namespace: "lazy-string-width" };
-    });
-    b.onLoad({ filter: /.*/, namespace: "lazy-string-width" }, (args) => ({
-      contents: `let real;\nexport default function stringWidth(string, options) {\n  real ??= require(${JSON.stringify(args.path)}).default;\n  return real(string, options);\n}\n`,
-      resolveDir: dirname(args.path),
-      loader: "js",
-    }));
-  },
-};
+  filter: /^string-width$/,
+  stub: (path) =>
+    `let real;\nexport default function stringWidth(string, options) {\n  real ??= require(${JSON.stringify(path)}).default;\n  return real(string, options);\n}\n`,
+});
 
 /**
  * undici's cookie helpers read globalThis.Headers as they load, to accept Node's own Headers as well
@@ -125,34 +140,17 @@ const undiciCookies = {
  * undici's HTTP/1.1 client requires its HTTP/2 one as it loads, and that requires node:http2 and
  * node:tls: 10-14 ms of every start. clapper never sets allowH2, so the HTTP/2 client is only ever
  * called for a server that chose h2 in a TLS handshake undici offered it in. It gets a stand-in
- * that loads the real one on its first call. The build fails if the require changed.
+ * that loads the real one on its first call. The build fails if its export changed.
  */
-const lazyHttp2Client = {
+const lazyHttp2Client = lazyModule({
   name: "lazy-undici-h2",
-  setup(b) {
-    b.onResolve({ filter: /^\.\/client-h2\.js$/ }, async (args) => {
-      if (!/[\\/]node_modules[\\/]undici[\\/]lib[\\/]dispatcher$/.test(args.resolveDir)) return undefined;
-      const real = await b.resolve(join(args.resolveDir, "client-h2.js"), {
-        importer: args.importer,
-        resolveDir: args.resolveDir,
-        kind: args.kind,
-      });
-      if (real.errors.length > 0) return { errors: real.errors };
-      return { path: real.path, namespace: "lazy-undici-h2" };
-    });
-    b.onLoad({ filter: /.*/, namespace: "lazy-undici-h2" }, (args) => {
-      const text = readFileSync(args.path, "utf8");
-      if (!text.includes("module.exports = connectH2")) {
-        return { errors: [{ text: `${args.path}: expected module.exports = connectH2` }] };
-      }
-      return {
-        contents: `let real;\nmodule.exports = function connectH2(client, socket) {\n  real ??= require(${JSON.stringify(args.path)});\n  return real(client, socket);\n};\n`,
-        resolveDir: dirname(args.path),
-        loader: "js",
-      };
-    });
-  },
-};
+  filter: /^\.\/client-h2\.js$/,
+  from: /[\\/]node_modules[\\/]undici[\\/]lib[\\/]dispatcher$/,
+  stub: (path) =>
+    readFileSync(path, "utf8").includes("module.exports = connectH2")
+      ? `let real;\nmodule.exports = function connectH2(client, socket) {\n  real ??= require(${JSON.stringify(path)});\n  return real(client, socket);\n};\n`
+      : { errors: [{ text: `${path}: expected module.exports = connectH2` }] },
+});
 
 /**
  * Node's own modules that a run needs late or never, loaded on first use of one of their exports:
