@@ -4,8 +4,7 @@
 // system errors, which the caller words); `clapper assemble` maps them to exit codes.
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, mkdtemp, readdir, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readdir, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { acquireLock, LockHeldError } from "../locks/file-lock.js";
@@ -45,6 +44,7 @@ import {
 } from "./record.js";
 import { type AssembleSettings, DEFAULT_ASSEMBLE } from "./settings.js";
 import { readShotPicks, takesUsed } from "./takes.js";
+import { makeWorkFolder } from "./work-folder.js";
 
 /** A music bed is minutes of compressed audio; a larger file is a mistake, not a bed. */
 const MUSIC_MAX_BYTES = 512 * 1024 * 1024;
@@ -305,7 +305,7 @@ async function buildInPlace(
 ): Promise<{ built: Built; captions: EpisodeRecord["captions"] }> {
   const { manifest } = o.places[0] as LocatedRun;
   const { settings, runSink, target } = b;
-  const work = await mkdtemp(join(tmpdir(), "clapper-assemble-"));
+  const work = await makeWorkFolder("assemble");
   try {
     const shots = await localInputs(b.chosen.shots, work, o);
     const local = !/^s3:\/\//i.test(target);

@@ -3,13 +3,13 @@
 // next report reuses it. A still is remade only when its video's sha256 changes (stills/index.json
 // says which video each still was made from). A still that cannot be made is a warning and a
 // placeholder on the page, never a failed run or report.
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { findFfmpeg } from "../episode/ffmpeg-binary.js";
 import { FfmpegError, type Launch, runFfmpeg } from "../episode/ffmpeg-run.js";
 import { Spawner } from "../episode/spawner.js";
+import { makeWorkFolder } from "../episode/work-folder.js";
 import { KINDS } from "../report/kinds.js";
 import type { Report } from "../report/model.js";
 import type { Sink } from "../sinks/sink.js";
@@ -160,7 +160,7 @@ async function batchFrames(
   binary: string,
   o: StillsOptions,
 ): Promise<Array<Buffer | undefined>> {
-  const dir = await mkdtemp(join(tmpdir(), "clapper-stills-"));
+  const dir = await makeWorkFolder("stills");
   try {
     const args = ["-nostdin", "-v", "error"];
     for (const input of inputs) args.push("-ss", "1", "-i", input);

@@ -14,11 +14,10 @@ import {
   unlink,
   writeFile,
 } from "node:fs/promises";
-import { hostname } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
 import pLimit from "p-limit";
-import { processAlive } from "../locks/process-alive.js";
+import { HOST_TAG, INSTANCE, writerGone } from "../locks/process-alive.js";
 import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */
@@ -45,10 +44,7 @@ export function hashing(observe?: (chunk: Buffer) => void): {
 }
 
 // Temporary files are named `.NAME.PID.HOSTINSTANCE.RANDOM.partial`: the writer's pid, a tag of its
-// host name (6 hex) and a random token of the writing process (10 hex). A pid alone cannot tell a
-// dead writer from a live one in containers, where every run is pid 1 again.
-const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 6);
-const INSTANCE = randomBytes(5).toString("hex");
+// host name (6 hex) and a random token of the writing process (10 hex) (src/locks/process-alive.ts).
 /** A live writer writes at least this often (downloads give up after a shorter silence). */
 const PARTIAL_STALE_MS = 60_000;
 const PARTIAL = /^\..+\.(\d+)\.([0-9a-f]{6})([0-9a-f]{10})\.[0-9a-f]{12}\.partial$/;
@@ -141,10 +137,10 @@ async function isLeftover(dir: string, name: string): Promise<boolean> {
   const m = PARTIAL.exec(name);
   const old = m ? undefined : OLD_PARTIAL.exec(name);
   if (!m && !old) return false;
-  const pid = Number((m ?? old)?.[1]);
-  const host = m ? m[2] : HOST_TAG;
   if (m && m[2] === HOST_TAG && m[3] === INSTANCE) return false;
-  if (host === HOST_TAG && pid > 0 && (pid === process.pid || !processAlive(pid))) return true;
+  const pid = Number((m ?? old)?.[1]);
+  // An old name has no token: one with our pid is an earlier process's (never this one's own).
+  if (m ? writerGone(pid, m[2] as string, m[3]) : writerGone(pid, HOST_TAG, "")) return true;
   const info = await stat(join(dir, name)).catch(() => undefined);
   return info !== undefined && Date.now() - info.mtimeMs > PARTIAL_STALE_MS;
 }

@@ -1,0 +1,50 @@
+// The temporary folders ffmpeg works in (the stills of a review page; the local copies of the shots
+// an episode is assembled from, which may be gigabytes fetched from S3). A process killed with
+// SIGKILL runs no `finally`: its folder stays. So each folder is named after its maker (pid, host,
+// token: src/locks/process-alive.ts), and making one removes those whose maker is gone.
+import { lstat, mkdtemp, opendir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HOST_TAG, INSTANCE, writerGone } from "../locks/process-alive.js";
+
+type WorkFolderKind = "stills" | "assemble";
+
+/** `clapper-KIND-PID.HOSTINSTANCE-` and mkdtemp's 6 characters. */
+const NAME = /^clapper-(?:stills|assemble)-(\d+)\.([0-9a-f]{6})([0-9a-f]{10})-[A-Za-z0-9]{6}$/;
+/**
+ * A folder of another host (a temporary folder shared between machines) is removed only once
+ * nothing in it changed for this long: a pid of another host means nothing here, and an assembly's
+ * ffmpeg may write for hours into a file made at its start.
+ */
+export const WORK_FOLDER_STALE_MS = 24 * 3600_000;
+
+/** Makes a work folder in `root` (the system's temporary folder), first removing those left by makers now gone. */
+export async function makeWorkFolder(kind: WorkFolderKind, root: string = tmpdir()): Promise<string> {
+  await removeLeftFolders(root);
+  return await mkdtemp(join(root, `clapper-${kind}-${process.pid}.${HOST_TAG}${INSTANCE}-`));
+}
+
+/** Removes the work folders in `root` whose maker is gone; returns how many. Never fails: it only tidies. */
+export async function removeLeftFolders(root: string = tmpdir()): Promise<number> {
+  let removed = 0;
+  // Entry by entry: a shared temporary folder may hold a great many.
+  const dir = await opendir(root).catch(() => undefined);
+  if (!dir) return 0;
+  for await (const entry of dir) {
+    const name = entry.name;
+    const m = NAME.exec(name);
+    if (!m) continue;
+    const gone = writerGone(Number(m[1]), m[2] as string, m[3]);
+    if (gone === false) continue;
+    const path = join(root, name);
+    // lstat: a link named like ours is not ours to follow; another user's folder is theirs.
+    const info = await lstat(path).catch(() => undefined);
+    if (!info?.isDirectory() || (process.getuid && info.uid !== process.getuid())) continue;
+    if (gone === undefined && Date.now() - info.mtimeMs <= WORK_FOLDER_STALE_MS) continue;
+    removed += await rm(path, { recursive: true, force: true }).then(
+      () => 1,
+      () => 0,
+    );
+  }
+  return removed;
+}
