@@ -18,9 +18,15 @@ const NAME = /^clapper-(?:stills|assemble)-(\d+)\.([0-9a-f]{6})([0-9a-f]{10})-[A
  */
 export const WORK_FOLDER_STALE_MS = 24 * 3600_000;
 
+const tidied = new Map<string, Promise<number>>();
+
 /** Makes a work folder in `root` (the system's temporary folder), first removing those left by makers now gone. */
 export async function makeWorkFolder(kind: WorkFolderKind, root: string = tmpdir()): Promise<string> {
-  await removeLeftFolders(root);
+  // Once per process and folder: a large run makes stills in many batches, and what a killed
+  // process left is gone after the first.
+  const tidy = tidied.get(root) ?? removeLeftFolders(root);
+  tidied.set(root, tidy);
+  await tidy;
   return await mkdtemp(join(root, `clapper-${kind}-${process.pid}.${HOST_TAG}${INSTANCE}-`));
 }
 
