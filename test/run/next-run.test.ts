@@ -131,7 +131,7 @@ describe("plan, then the run it describes", () => {
       "line/n02": "succeeded",
     });
     expect(again.out).toContain("  5 jobs: 1 generated, 3 reused, 1 failed, 0 cancelled, 0 pending");
-    expect(again.out).toContain("  3 skipped: reused from an earlier run because nothing changed");
+    expect(again.out).toContain("  3 skipped (reused, in report.json's words)");
     // The failed shot was not tried again: it keeps the attempt that failed.
     expect(report.jobs.find((j) => j.id === "shot/s03")).toMatchObject({ attempts: 1, points: 0 });
     expect(report.jobs.every((j) => !j.edited)).toBe(true);
@@ -147,7 +147,7 @@ describe("plan, then the run it describes", () => {
     expect(same.code).toBe(0);
     expect(same.out).toContain("  4 jobs: 0 generated, 4 reused, 0 failed, 0 cancelled, 0 pending");
     // report.json's word too, as scripts grep it (the Docker smoke's "run again": `4 skipped`).
-    expect(same.out).toContain("  4 skipped: reused from an earlier run because nothing changed");
+    expect(same.out).toContain("  4 skipped (reused, in report.json's words)");
     const report = JSON.parse(await readFile(join(w.out(), "reports/report.json"), "utf8")) as Report;
     for (const j of report.jobs) {
       expect(j, j.id).toMatchObject({ status: "skipped", points: 0, spent_total: COST[j.id] });

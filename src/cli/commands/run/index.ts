@@ -39,11 +39,10 @@ export function renderOutcome(o: RunOutcome): string {
   const only = r.run.only ? new Set(r.run.only) : undefined;
   lines.push(`run ${r.run.name}: ${r.run.status}`);
   lines.push(`  ${countsText(r.counts)}`);
-  // report.json's word for reused, with the brief's definition of it: scripts (and docker-smoke's
-  // "run again" check) read the summary for `N skipped`, people read `reused` above.
-  if (r.counts.skipped > 0) {
-    lines.push(`  ${r.counts.skipped} skipped: reused from an earlier run because nothing changed`);
-  }
+  // report.json's word for reused: scripts (the Docker smoke's "run again" check) read the summary
+  // for `N skipped`, people read `reused` above. No more is claimed: with --only, a job left out
+  // counts as skipped even when its row changed.
+  if (r.counts.skipped > 0) lines.push(`  ${r.counts.skipped} skipped (reused, in report.json's words)`);
   if (only) {
     lines.push(
       `  --only: ${plural(only.size, "job")} selected; the others stand as earlier runs left them (a stored result counts as reused)`,
