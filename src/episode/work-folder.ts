@@ -1,7 +1,10 @@
 // The temporary folders ffmpeg works in (the stills of a review page; the local copies of the shots
 // an episode is assembled from, which may be gigabytes fetched from S3). A process killed with
 // SIGKILL runs no `finally`: its folder stays. So each folder is named after its maker (pid, host,
-// token: src/locks/process-alive.ts), and making one removes those whose maker is gone.
+// token: src/locks/process-alive.ts), and making one removes those whose maker is gone. (Two
+// containers sharing a host name, a temporary folder and a uid see each other's pids as their own:
+// one could remove the other's folder, as with the output folder's temporary files. A still is then
+// a placeholder, an assembly fails and is run again; neither spends points.)
 import { lstat, mkdtemp, opendir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,24 +36,29 @@ export async function makeWorkFolder(kind: WorkFolderKind, root: string = tmpdir
 /** Removes the work folders in `root` whose maker is gone; returns how many. Never fails: it only tidies. */
 export async function removeLeftFolders(root: string = tmpdir()): Promise<number> {
   let removed = 0;
-  // Entry by entry: a shared temporary folder may hold a great many.
-  const dir = await opendir(root).catch(() => undefined);
-  if (!dir) return 0;
-  for await (const entry of dir) {
-    const name = entry.name;
-    const m = NAME.exec(name);
-    if (!m) continue;
-    const gone = writerGone(Number(m[1]), m[2] as string, m[3]);
-    if (gone === false) continue;
-    const path = join(root, name);
-    // lstat: a link named like ours is not ours to follow; another user's folder is theirs.
-    const info = await lstat(path).catch(() => undefined);
-    if (!info?.isDirectory() || (process.getuid && info.uid !== process.getuid())) continue;
-    if (gone === undefined && Date.now() - info.mtimeMs <= WORK_FOLDER_STALE_MS) continue;
-    removed += await rm(path, { recursive: true, force: true }).then(
-      () => 1,
-      () => 0,
-    );
+  try {
+    // Entry by entry: a shared temporary folder may hold a great many.
+    for await (const entry of await opendir(root)) {
+      if (await removeIfLeft(root, entry.name)) removed++;
+    }
+  } catch {
+    // A folder that cannot be read, or stops being readable midway, is left as it is.
   }
   return removed;
+}
+
+async function removeIfLeft(root: string, name: string): Promise<boolean> {
+  const m = NAME.exec(name);
+  if (!m) return false;
+  const gone = writerGone(Number(m[1]), m[2] as string, m[3]);
+  if (gone === false) return false;
+  const path = join(root, name);
+  // lstat: a link named like ours is not ours to follow; another user's folder is theirs.
+  const info = await lstat(path).catch(() => undefined);
+  if (!info?.isDirectory() || (process.getuid && info.uid !== process.getuid())) return false;
+  if (gone === undefined && Date.now() - info.mtimeMs <= WORK_FOLDER_STALE_MS) return false;
+  return await rm(path, { recursive: true, force: true }).then(
+    () => true,
+    () => false,
+  );
 }

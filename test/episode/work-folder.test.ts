@@ -46,7 +46,18 @@ describe("work folders", () => {
     expect(b).toMatch(
       new RegExp(`/clapper-assemble-${process.pid}\\.${HOST_TAG}${INSTANCE}-[A-Za-z0-9]{6}$`),
     );
+    // A sweep keeps this process's own folders.
+    expect(await removeLeftFolders(r)).toBe(0);
     expect((await readdir(r)).sort()).toEqual([a, b].map((p) => p.slice(r.length + 1)).sort());
+  });
+
+  it("tidies a temporary folder once per process: the second folder made there does not sweep again", async () => {
+    const r = await root();
+    await makeWorkFolder("stills", r);
+    const dead = await left(r, `clapper-stills-${deadPid()}.${HOST_TAG}0123456789-aaaaaa`);
+    await makeWorkFolder("stills", r);
+    expect(await readdir(r)).toContain(dead);
+    expect(await removeLeftFolders(r)).toBe(1);
   });
 
   it("removes what a gone maker of this host left, keeps a live one's, another host's and all else", async () => {
@@ -54,6 +65,7 @@ describe("work folders", () => {
     const other = "0123456789";
     const sleeper = spawn("sleep", ["30"], { stdio: "ignore" });
     try {
+      expect(sleeper.pid).toBeGreaterThan(0);
       const dead = await left(r, `clapper-assemble-${deadPid()}.${HOST_TAG}${other}-aaaaaa`);
       // Our pid, another token: a process before this one with the same pid (a container's pid 1).
       const earlier = await left(r, `clapper-stills-${process.pid}.${HOST_TAG}${other}-bbbbbb`);
