@@ -8,12 +8,12 @@
 import { lstat, mkdtemp, opendir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { HOST_TAG, INSTANCE, writerGone } from "../locks/process-alive.js";
+import { MARK_PATTERN, PROCESS_MARK, writerGone } from "../locks/process-alive.js";
 
 type WorkFolderKind = "stills" | "assemble";
 
 /** `clapper-KIND-PID.HOSTINSTANCE-` and mkdtemp's 6 characters. */
-const NAME = /^clapper-(?:stills|assemble)-(\d+)\.([0-9a-f]{6})([0-9a-f]{10})-[A-Za-z0-9]{6}$/;
+const NAME = new RegExp(`^clapper-(?:stills|assemble)-${MARK_PATTERN}-[A-Za-z0-9]{6}$`);
 /**
  * A folder of another host (a temporary folder shared between machines) is removed only once
  * nothing in it changed for this long: a pid of another host means nothing here, and an assembly's
@@ -30,7 +30,7 @@ export async function makeWorkFolder(kind: WorkFolderKind, root: string = tmpdir
   const tidy = tidied.get(root) ?? removeLeftFolders(root);
   tidied.set(root, tidy);
   await tidy;
-  return await mkdtemp(join(root, `clapper-${kind}-${process.pid}.${HOST_TAG}${INSTANCE}-`));
+  return await mkdtemp(join(root, `clapper-${kind}-${PROCESS_MARK}-`));
 }
 
 /** Removes the work folders in `root` whose maker is gone; returns how many. Never fails: it only tidies. */

@@ -20,6 +20,10 @@ export function processAlive(pid: number): boolean {
 export const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 6);
 /** This process, in 10 hex digits, among every process that had its pid on this host. */
 export const INSTANCE = randomBytes(5).toString("hex");
+/** This process's mark in the names of what it leaves behind: `PID.HOSTINSTANCE`. */
+export const PROCESS_MARK = `${process.pid}.${HOST_TAG}${INSTANCE}`;
+/** A mark in a name, as a regular expression's source: the pid, the host tag and the token, as groups. */
+export const MARK_PATTERN = String.raw`(\d+)\.([0-9a-f]{6})([0-9a-f]{10})`;
 
 /**
  * Whether what a process named with these marks left was its last act: true when its writer is

@@ -17,7 +17,7 @@ import {
 import { basename, dirname, join, resolve } from "node:path";
 import { type Readable, Transform } from "node:stream";
 import pLimit from "p-limit";
-import { HOST_TAG, INSTANCE, writerGone } from "../locks/process-alive.js";
+import { HOST_TAG, INSTANCE, MARK_PATTERN, PROCESS_MARK, writerGone } from "../locks/process-alive.js";
 import { OutputError, type Sink, SizeMismatchError, type WriteOptions, type Written } from "./sink.js";
 
 /** Passes bytes through while hashing and counting them. */
@@ -47,7 +47,7 @@ export function hashing(observe?: (chunk: Buffer) => void): {
 // host name (6 hex) and a random token of the writing process (10 hex) (src/locks/process-alive.ts).
 /** A live writer writes at least this often (downloads give up after a shorter silence). */
 const PARTIAL_STALE_MS = 60_000;
-const PARTIAL = /^\..+\.(\d+)\.([0-9a-f]{6})([0-9a-f]{10})\.[0-9a-f]{12}\.partial$/;
+const PARTIAL = new RegExp(String.raw`^\..+\.${MARK_PATTERN}\.[0-9a-f]{12}\.partial$`);
 /** Before the host and instance were added: `.NAME.PID.RANDOM.partial`, always of this host. */
 const OLD_PARTIAL = /^\..+\.(\d+)\.[0-9a-f]{12}\.partial$/;
 
@@ -65,10 +65,7 @@ function token(): string {
 }
 
 function tempName(target: string): string {
-  return join(
-    dirname(target),
-    `.${basename(target)}.${process.pid}.${HOST_TAG}${INSTANCE}.${token()}.partial`,
-  );
+  return join(dirname(target), `.${basename(target)}.${PROCESS_MARK}.${token()}.partial`);
 }
 
 /**
