@@ -16,7 +16,7 @@
 // saying which way was taken. CLAPPER_WRITE_CODE_CACHE=1 writes the cache as the process exits
 // whatever V8 said (the build's warm-up run, scripts/bundle.mjs).
 import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import Module, { createRequire } from "node:module";
+import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import vm from "node:vm";
@@ -25,6 +25,8 @@ import { crc32 } from "node:zlib";
 const BUNDLE = fileURLToPath(new URL("../dist/cli/clapper.cjs", import.meta.url));
 const CACHE = `${BUNDLE}.cache`;
 const MAIN = new URL("../dist/cli/main.js", import.meta.url);
+/** How the bundle's second line starts: scripts/bundle.mjs writes it as its module's function. */
+const WRAPPER = "(function (exports, require, module, __filename, __dirname) {";
 
 const on = (value) => ["1", "true", "yes", "on"].includes((value ?? "").trim().toLowerCase());
 
@@ -48,6 +50,8 @@ function loadBundle() {
   }
   // "// clapper bundle <id>": the cache's first line repeats it, with the checksum of its bytes.
   const head = source.slice(0, source.indexOf("\n"));
+  // A bundle built before it was written as a function (a checkout updated without a build).
+  if (!source.startsWith(WRAPPER, head.length + 1)) return { how: "modules (a bundle of an older build)" };
   let cachedData;
   let cache = "no cache";
   try {
@@ -57,7 +61,9 @@ function loadBundle() {
     if (nl > 0 && file.toString("latin1", 0, nl) === `${head} ${crc32(data).toString(16)}`) cachedData = data;
     else cache = "cache of another build or damaged";
   } catch {}
-  const script = new vm.Script(Module.wrap(source), {
+  // The file is the module's function already (scripts/bundle.mjs): compiled from the string as read
+  // (outside V8's heap), not from a joined copy of it.
+  const script = new vm.Script(source, {
     filename: BUNDLE,
     // No import() is left in it (scripts/bundle.mjs checks): esbuild made each a require().
     ...(cachedData ? { cachedData } : {}),

@@ -82,6 +82,32 @@ describe("bin/clapper.js loads the bundle", () => {
     expect(oneJson(run).counts).toMatchObject({ total: 2, succeeded: 2 });
   });
 
+  it("compiles the bundle from the string read, without a copy of it in V8's heap", () => {
+    // The bundle is its module's function already: a loader that joined a wrapper to it made V8
+    // copy the whole joined string (3.5 MB) into its heap at every start. Loaded here in a
+    // process of its own, before anything else has a large object in the heap.
+    const size = readFileSync(join(ROOT, "dist", "cli", "clapper.cjs")).length;
+    const r = spawnSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import v8 from "node:v8";
+         const { loadCli } = await import(${JSON.stringify(join(ROOT, "bin", "load.js"))});
+         await loadCli();
+         const large = v8.getHeapSpaceStatistics().filter((s) => /large_object/.test(s.space_name));
+         console.log(large.reduce((n, s) => n + s.space_used_size, 0));`,
+      ],
+      {
+        encoding: "utf8",
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, CLAPPER_LOADER_REPORT: "1" },
+      },
+    );
+    expect(r.stderr).toBe(ACCEPTED);
+    expect(size).toBeGreaterThan(2_000_000);
+    expect(Number(r.stdout.trim())).toBeLessThan(size / 2);
+  });
+
   it("a damaged cache, or another build's, is not used: the bundle still runs, and the next start has a good one", async () => {
     const copy = await copyOfBuild("damaged");
     const bytes = await readFile(copy.cache);
@@ -166,6 +192,18 @@ describe("bin/clapper.js loads the bundle", () => {
     const stale = copy.run(["--version"]);
     expect(stale.stderr).toBe("clapper loader: modules (the bundle is older than dist/cli/main.js)\n");
     expect(stale.stdout.trim()).toBe(VERSION);
+
+    // A bundle of a build from before it was written as a function (bin/ updated, dist/ not rebuilt).
+    const fresh = new Date(Date.now() + 120_000);
+    const text = await readFile(copy.bundle, "latin1");
+    const nl = text.indexOf("\n");
+    const body = text.slice(nl + 1);
+    const unwrapped = body.slice(body.indexOf("{") + 1, body.lastIndexOf("}"));
+    await writeFile(copy.bundle, `${text.slice(0, nl + 1)}${unwrapped}`, "latin1");
+    await utimes(copy.bundle, fresh, fresh);
+    const older = copy.run(["--version"]);
+    expect(older.stderr).toBe("clapper loader: modules (a bundle of an older build)\n");
+    expect(older.stdout.trim()).toBe(VERSION);
 
     await rm(copy.bundle);
     await rm(copy.cache);

@@ -328,9 +328,12 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
         "clapper: internal error (a bug in clapper): escaped; please report it to the clapper repository's issues",
       );
       expect(run(["--log-level", "debug"]).stderr).toMatch(/^\s+at /m);
-      // The same through the bundle: one that throws as it loads, then one whose main() throws.
+      // The same through the bundle: one that throws as it loads, then one whose main() throws. A
+      // bundle is its module's function (scripts/bundle.mjs), on the line after its name.
       const bundle = join(fake.path, "dist", "cli", "clapper.cjs");
-      await writeFile(bundle, '// clapper bundle 0\nthrow new Error("broken bundle");\n');
+      const asBundle = (code: string) =>
+        `// clapper bundle 0\n(function (exports, require, module, __filename, __dirname) { ${code}\n});\n`;
+      await writeFile(bundle, asBundle('throw new Error("broken bundle");'));
       const broken = run(["--json"]);
       expect(broken.code).toBe(70);
       expect(broken.stderr).toMatch(
@@ -339,7 +342,7 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
       expect(oneJson(broken).error.code).toBe(70);
       await writeFile(
         bundle,
-        '// clapper bundle 0\nexports.main = async () => { throw new Error("escaped the bundle"); };\n',
+        asBundle('exports.main = async () => { throw new Error("escaped the bundle"); };'),
       );
       const fromBundle = run([]);
       expect(fromBundle.code).toBe(70);
