@@ -6,11 +6,13 @@
 //
 // The bundle is used only when it was built from the dist/ beside it (not older than
 // dist/cli/main.js: a `tsc` alone after a change of src/ runs the new ES modules, never the old
-// bundle). The cache is used only when its first line names the bundle's own build and its bytes
-// match the checksum written with them (V8 itself checks its version, its flags and the length,
-// but not the bytes); V8 may still reject it (another Node, other V8 flags): the bundle then
-// compiles from its source, a little slower, and a new cache is written as the process exits,
-// when the folder can be written (a file beside it, renamed over the old one).
+// bundle), and only when it is written as its module's function (scripts/bundle.mjs): one of an
+// older build is not (bin/ updated, dist/ not rebuilt). The cache is used only when its first line
+// names the bundle's own build and its bytes match the checksum written with them (V8 itself
+// checks its version, its flags and the length, but not the bytes); V8 may still reject it
+// (another Node, other V8 flags): the bundle then compiles from its source, a little slower, and a
+// new cache is written as the process exits, when the folder can be written (a file beside it,
+// renamed over the old one).
 //
 // CLAPPER_NO_BUNDLE=1 loads the ES modules; CLAPPER_LOADER_REPORT=1 writes one line to stderr
 // saying which way was taken. CLAPPER_WRITE_CODE_CACHE=1 writes the cache as the process exits
@@ -74,9 +76,9 @@ function loadBundle() {
     process.once("exit", () => writeCache(script, head));
   }
   const module = { exports: {}, filename: BUNDLE, id: BUNDLE, loaded: false, children: [], paths: [] };
-  script
-    .runInThisContext()
-    .call(module.exports, module.exports, createRequire(BUNDLE), module, BUNDLE, dirname(BUNDLE));
+  const wrapper = script.runInThisContext();
+  if (typeof wrapper !== "function") throw new Error(`${BUNDLE} is damaged (not one function)`);
+  wrapper.call(module.exports, module.exports, createRequire(BUNDLE), module, BUNDLE, dirname(BUNDLE));
   module.loaded = true;
   return { how: `bundle, ${cache}`, exports: module.exports };
 }

@@ -9,6 +9,8 @@
 //   computed from the bundle's folder at run time: package.json, createRequire and yargs' locales
 //   are found where they were.
 // - The first line names this build ("// clapper bundle <sha256 of the rest>"); the cache repeats it.
+//   The rest is the module's function, as Node would wrap a CommonJS module (bin/load.js compiles it
+//   as it reads it, and checks that the second line starts so).
 // - Files the modules read beside them are copied next to their compiled modules first: the
 //   coordinator's Lua scripts (src/coord/lua/*.lua to dist/coord/lua/, read by src/coord/scripts.ts).
 import { spawn, spawnSync } from "node:child_process";

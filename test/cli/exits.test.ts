@@ -340,6 +340,13 @@ describe("--json: exactly one JSON object on stdout, whatever the exit", () => {
         /^clapper: internal error \(a bug in clapper\): cannot load the compiled CLI \(dist\/\): broken bundle/,
       );
       expect(oneJson(broken).error.code).toBe(70);
+      // Text after the function (a damaged file) makes the script end in something else.
+      await writeFile(bundle, `${asBundle("exports.main = async () => 0;")}0;\n`);
+      const damaged = run([]);
+      expect(damaged.code).toBe(70);
+      expect(damaged.stderr).toMatch(
+        /^clapper: internal error \(a bug in clapper\): cannot load the compiled CLI \(dist\/\): \S+clapper\.cjs is damaged \(not one function\)/,
+      );
       await writeFile(
         bundle,
         asBundle('exports.main = async () => { throw new Error("escaped the bundle"); };'),
