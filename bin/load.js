@@ -27,8 +27,11 @@ import { crc32 } from "node:zlib";
 const BUNDLE = fileURLToPath(new URL("../dist/cli/clapper.cjs", import.meta.url));
 const CACHE = `${BUNDLE}.cache`;
 const MAIN = new URL("../dist/cli/main.js", import.meta.url);
-/** How the bundle's second line starts: scripts/bundle.mjs writes it as its module's function. */
-const WRAPPER = "(function (exports, require, module, __filename, __dirname) {";
+/**
+ * What the bundle's code is written between (scripts/bundle.mjs, on the line after its name): the
+ * function Node wraps a CommonJS module in, compiled here as read.
+ */
+export const BUNDLE_WRAPPER = ["(function (exports, require, module, __filename, __dirname) { ", "\n});\n"];
 
 const on = (value) => ["1", "true", "yes", "on"].includes((value ?? "").trim().toLowerCase());
 
@@ -53,7 +56,9 @@ function loadBundle() {
   // "// clapper bundle <id>": the cache's first line repeats it, with the checksum of its bytes.
   const head = source.slice(0, source.indexOf("\n"));
   // A bundle built before it was written as a function (a checkout updated without a build).
-  if (!source.startsWith(WRAPPER, head.length + 1)) return { how: "modules (a bundle of an older build)" };
+  if (!source.startsWith(BUNDLE_WRAPPER[0], head.length + 1)) {
+    return { how: "modules (a bundle of an older build)" };
+  }
   let cachedData;
   let cache = "no cache";
   try {

@@ -31,6 +31,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { BUNDLE_WRAPPER } from "../bin/load.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const OUT = join(ROOT, "dist/cli/clapper.cjs");
@@ -235,7 +236,7 @@ const code = result.outputFiles[0].text.replace(/(\\*)([^\0-\x7f])/gu, (_, slash
   );
 });
 // bin/load.js reads the start of the second line to tell this bundle from one of an older build.
-const [WRAP_START, WRAP_END] = ["(function (exports, require, module, __filename, __dirname) { ", "\n});\n"];
+const [WRAP_START, WRAP_END] = BUNDLE_WRAPPER;
 const body = `${WRAP_START}${code}${WRAP_END}`;
 const id = createHash("sha256").update(body).digest("hex").slice(0, 20);
 const tmp = `${OUT}.${process.pid}.tmp`;
