@@ -31,6 +31,11 @@ export interface Exchange {
    */
   answer: "document" | "stream";
   api?: boolean;
+  /**
+   * A "stream" exchange: a redirect with a Location is an answer (`location`, its body dropped),
+   * for the caller to follow through its own checks; otherwise a redirect is a failure.
+   */
+  redirects?: boolean;
   /** Whether the attempt's debug line would be written at all (building it costs). */
   debugging(): boolean;
   log(line: object): void;
@@ -45,7 +50,12 @@ interface Reply {
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
   requestId: string | undefined;
+  /** Where a redirect points (an exchange with `redirects`); `body` is then undefined. */
+  location?: string;
 }
+
+/** The redirects a result download follows: the ones that repeat the GET elsewhere. */
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /** Sends one attempt; throws the ClapperApiError of an answer that is a failure. */
 export async function sendAttempt(
@@ -80,6 +90,11 @@ export async function sendAttempt(
     // Logged as soon as the answer starts: a body may flow for long after.
     line(headerId, performance.now() - started);
     if (ok) return { status, headers: res.headers, body: res.body, requestId: headerId };
+    const location = firstHeader(res.headers.location);
+    if (x.redirects && REDIRECTS.has(status) && location) {
+      await res.body.dump({ limit: MAX_ERROR_BYTES }).catch(() => undefined);
+      return { status, headers: res.headers, body: undefined, requestId: headerId, location };
+    }
     const text = redact(await readBounded(res.body, MAX_ERROR_BYTES, x.what, true)).slice(0, 2000);
     throw failure(x, status, res.headers, parseBody(text), headerId, headerId) as ClapperApiError;
   }

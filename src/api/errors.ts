@@ -200,8 +200,8 @@ export function errorFromResponse(
     case status >= 500:
       return new ServiceError(`${what}: service error (HTTP ${status})${detail}`, status, id, code, wait);
     case status >= 300 && status < 400:
-      // A redirect is never followed: a result URL or an endpoint must answer where it was given
-      // (a redirect could lead a download, and its signature, anywhere).
+      // An endpoint must answer where it was asked. (A result download follows a redirect itself,
+      // checking each address as it checked the first: HttpClient.download.)
       return new ClapperApiError(
         `${what}: HTTP ${status}, a redirect, which is not followed (the answer must come from the address given)${detail}`,
         status,

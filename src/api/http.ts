@@ -8,7 +8,14 @@ import { Agent, type Dispatcher } from "undici";
 import type { z } from "zod";
 import { type Exchange, firstHeader, sendAttempt } from "./attempt.js";
 import { formatIssue, issuesFromZod } from "./common.js";
-import { AbortedError, ClapperApiError, RateLimitError, ServiceError, ValidationError } from "./errors.js";
+import {
+  AbortedError,
+  ClapperApiError,
+  RateLimitError,
+  ResultUrlError,
+  ServiceError,
+  ValidationError,
+} from "./errors.js";
 import { addSecret } from "./redact.js";
 import { ResultRoutes } from "./result-urls.js";
 import {
@@ -55,6 +62,8 @@ export interface HttpClientOptions {
 
 /** A signal that never aborts, for a call made without one. */
 const NEVER = new AbortController().signal;
+/** Redirects a result download follows before it gives up: browsers and curl stop near here too. */
+const MAX_REDIRECTS = 5;
 
 /**
  * What the HTTP layer needs from a rate limiter: a place to run each attempt, and to be told of a
@@ -256,26 +265,47 @@ export class HttpClient {
    * retried like reads; a 403/404/410 is thrown at once (an expired URL is renewed by the caller).
    */
   async download(url: string, opts: { signal?: AbortSignal; what: string }): Promise<Download> {
-    const { dispatcher, target } = this.results.route(url, opts.what);
-    const path = target.pathname;
-    const exchange = this.exchange(url, "GET", path, opts.what, {
-      headers: { "user-agent": this.userAgent },
-      dispatcher,
-      answer: "stream",
-      // Idle time between two chunks of the body, not the whole transfer.
-      timeoutMs: this.timeoutMs,
-    });
-    const route = { method: "GET", path, origin: target.origin, gated: false, streaming: true };
-    return this.withRetries(this.policies.read, opts, route, async (attempt, signal, started) => {
-      const reply = await sendAttempt(exchange, attempt, signal, started);
-      const length = Number(firstHeader(reply.headers["content-length"]));
-      const type = firstHeader(reply.headers["content-type"]);
-      return {
-        body: reply.body as Readable,
-        ...(Number.isFinite(length) && length >= 0 ? { contentLength: length } : {}),
-        ...(type ? { contentType: type } : {}),
-      };
-    });
+    // A result URL may redirect (a CDN, a signed copy elsewhere): each address it leads to is
+    // checked as the first was (http(s), no user information, a public address), up to a bound.
+    let next = url;
+    for (let hop = 0; ; hop++) {
+      const { dispatcher, target } = this.results.route(next, opts.what);
+      const path = target.pathname;
+      const exchange = this.exchange(next, "GET", path, opts.what, {
+        headers: { "user-agent": this.userAgent },
+        dispatcher,
+        answer: "stream",
+        redirects: true,
+        // Idle time between two chunks of the body, not the whole transfer.
+        timeoutMs: this.timeoutMs,
+      });
+      const route = { method: "GET", path, origin: target.origin, gated: false, streaming: true };
+      const reply = await this.withRetries(this.policies.read, opts, route, (attempt, signal, started) =>
+        sendAttempt(exchange, attempt, signal, started),
+      );
+      if (reply.location === undefined) {
+        const length = Number(firstHeader(reply.headers["content-length"]));
+        const type = firstHeader(reply.headers["content-type"]);
+        return {
+          body: reply.body as Readable,
+          ...(Number.isFinite(length) && length >= 0 ? { contentLength: length } : {}),
+          ...(type ? { contentType: type } : {}),
+        };
+      }
+      if (hop >= MAX_REDIRECTS) {
+        throw new ClapperApiError(
+          `${opts.what}: the result URL redirected more than ${MAX_REDIRECTS} times; not followed further`,
+          reply.status,
+          reply.requestId,
+          undefined,
+        );
+      }
+      try {
+        next = new URL(reply.location, target).href;
+      } catch {
+        throw new ResultUrlError(`${opts.what}: the result URL redirected to an address that is not a URL`);
+      }
+    }
   }
 
   private noteClock(header: string | string[] | undefined): void {

@@ -30,6 +30,8 @@ export interface Entry<T> {
   /** Consecutive failed looks, and since when: reset by any readable answer. */
   failures: number;
   failingSince?: number;
+  /** Whether any answer has shown the task to this process: until then "not found" may be a lag. */
+  seen?: boolean;
   plan?: Plan;
   /** The caller's nominal time for the task (TrackHint.expectedMs): scaled by the pace learnt. */
   expectedMs?: number;

@@ -18,6 +18,12 @@ import {
 
 /** List reads are half the minimum interval apart, and never more than this. */
 const LIST_SPACING_MS = 1000;
+/**
+ * How long a task this process has not seen yet may be "not found" before that is believed. The
+ * specs promise no read-after-create: a service may answer for a task id it has just handed out
+ * before its queries know it, and failing such a job (then paying for it again) costs money.
+ */
+const NOT_FOUND_GRACE_MS = 30_000;
 
 export abstract class Poller<T> {
   protected readonly entries = new Map<string, Entry<T>>();
@@ -103,6 +109,7 @@ export abstract class Poller<T> {
     if (this.signal.aborted) return;
     entry.failures = 0;
     delete entry.failingSince;
+    entry.seen = true;
     entry.onUpdate(task);
     const remaining = this.remainingOf(task);
     if (remaining !== undefined) entry.remaining = { seconds: remaining, at: Date.now() };
@@ -252,7 +259,8 @@ export abstract class Poller<T> {
       this.sightings?.tell([task]);
       if (this.entries.has(entry.taskId)) this.deliver(entry, task);
     } catch (error) {
-      if (error instanceof NotFoundError) {
+      // Believed once the task was seen, or after the grace; before, a failed look like any other.
+      if (error instanceof NotFoundError && (entry.seen || Date.now() - entry.since >= NOT_FOUND_GRACE_MS)) {
         this.entries.delete(entry.taskId);
         entry.reject(error);
         return;

@@ -21,6 +21,7 @@ import {
   hostileKey,
   hostileService,
   type MediaAction,
+  type MediaCtx,
   type Mutator,
   type RequestCtx,
   type Service,
@@ -43,6 +44,7 @@ import {
   type Workspace,
   workspace,
 } from "./harness.js";
+import { created } from "./helpers.js";
 
 // ---------------------------------------------------------------------------------------------
 // What the runner is expected to say about a job the service broke: one table, easy to adjust.
@@ -737,6 +739,95 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
         } finally {
           await watch.close();
         }
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    "result URLs that redirect are followed to the file, each address checked: one to a private address is not fetched",
+    async ({ expect }) => {
+      const watch = await trap();
+      const redirected = new Map<string, number>();
+      const mutator: Mutator = {
+        media(ctx: MediaCtx) {
+          // The first download of every result: a 302, as a CDN answers, to the same URL, which
+          // then serves the file. shot/s01's, every time: to a private address (a service that
+          // would have the client fetch it there).
+          const id = JOBS.find((j) => is(ctx, j)) ?? "?";
+          if (id !== "shot/s01" && ctx.count > 1) return undefined;
+          redirected.set(id, (redirected.get(id) ?? 0) + 1);
+          const location = id === "shot/s01" ? `${watch.url}${ctx.url}` : ctx.url;
+          return { reply: { status: 302, headers: { location }, body: "" } };
+        },
+      };
+      try {
+        await withCase("hostile-redirect", mutator, async (svc, ws) => {
+          const r = await runClapper(svc, ws);
+          expect.soft(watch.connections(), `connections to the private address ${watch.url}`).toBe(0);
+          const first = await checkRun(expect, ws, r, {
+            label: "redirected results",
+            exit: 1,
+            broken: { "shot/s01": EXPECT.privateUrl },
+          });
+          expect([...redirected.keys()].sort(), "every result was redirected").toEqual([...JOBS].sort());
+          for (const id of JOBS.filter((j) => j !== "shot/s01")) {
+            expect
+              .soft(
+                downloadsOf(svc, id).filter((d) => d.complete).length,
+                `${id}: the file served after its redirect`,
+              )
+              .toBeGreaterThan(0);
+          }
+          svc.proxy.mutate(undefined);
+          await checkResume(expect, svc, ws, first, ["shot/s01"], {
+            label: "redirected results, resumed honest",
+          });
+          expect(watch.connections(), "nothing connected to the private address later either").toBe(0);
+        });
+      } finally {
+        await watch.close();
+      }
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    "a service that says 'not found' of tasks it has just created: each is followed until it shows, created once and stored",
+    async ({ expect }) => {
+      // For its first 1.5 s after it is first asked about, a task is "not found" (the spec's
+      // business error about a missing job) and lists leave it out: a service whose queries lag
+      // behind its creates. The tasks themselves end long before that.
+      const LAG_MS = 1500;
+      const firstAsked = new Map<string, number>();
+      const lagging = (id: string | undefined) => {
+        if (id === undefined) return false;
+        if (!firstAsked.has(id)) firstAsked.set(id, Date.now());
+        return Date.now() - (firstAsked.get(id) ?? 0) < LAG_MS;
+      };
+      let said = 0;
+      const mutator: Mutator = {
+        request(ctx: RequestCtx) {
+          if (ctx.kind !== "poll" || !lagging(ctx.hit.taskId)) return undefined;
+          said += 1;
+          return {
+            reply: {
+              status: 200,
+              json: { RetCode: 40404, Message: "job not found", request_uuid: "req-lag" },
+            },
+          };
+        },
+        task(_t: Record<string, unknown>, ctx: TaskCtx) {
+          return ctx.via === "list" && lagging(ctx.task?.id) ? "omit" : undefined;
+        },
+      };
+      await withCase("hostile-not-yet", mutator, async (svc, ws) => {
+        const before = await svc.stats();
+        const r = await runClapper(svc, ws);
+        await checkRun(expect, ws, r, { label: "not found at first", exit: 0, broken: {} });
+        const after = await svc.stats();
+        expect(said, "the proxy said 'not found'").toBeGreaterThan(0);
+        expect(created(after) - created(before), "one task per job").toBe(JOBS.length);
       });
     },
     CASE_TIMEOUT_MS,
