@@ -272,10 +272,9 @@ describe("the end of a run says what to do next", () => {
       expect(report.jobs.map((j) => j.in_flight?.tasks)).toEqual([1, 1, 1]);
       // 480P 4 s = 20 each, and the line's price.
       expect(reserved).toBe(20 + 20 + (report.jobs[2]?.estimated_points ?? 0));
-      const text = ran.stderr
-        .split("\n")
-        .filter((l) => !l.startsWith("{"))
-        .join("\n");
+      // On stdout, as any run's summary: stderr holds only the log's JSON lines.
+      const text = ran.stdout;
+      expect(ran.stderr.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("{"))).toEqual([]);
       expect(text).toContain(
         `  interrupted: state saved; 3 tasks are still running at the service, holding ${reserved} reserved points`,
       );

@@ -242,6 +242,8 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
   const warnings = outcome.warnings ?? [];
   const notes = format === "pretty" ? formatProblems(warnings).map((line) => `warning: ${line}`) : [];
   // A report or a budget table explains the outcome; otherwise its message does (`clapper: ...`).
+  // A run that wrote its report (whatever its end: an interrupt, a deadline, a service gone)
+  // says so on stdout, as every finished run does: stderr may be a JSON-lines log (`2>> x.jsonl`).
   const text = outcome.report || outcome.budget ? renderOutcome(outcome) : "";
   const code = exitCodeOf(outcome.end);
   const r = outcome.report;
@@ -256,8 +258,7 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
     ...(text
       ? {
           text,
-          textTo:
-            code === ExitCode.Ok || code === ExitCode.Failed ? ("stdout" as const) : ("stderr" as const),
+          textTo: r ? ("stdout" as const) : ("stderr" as const),
         }
       : {}),
     ...(notes.length > 0 ? { notes } : {}),
