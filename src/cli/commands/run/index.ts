@@ -242,8 +242,9 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
   const warnings = outcome.warnings ?? [];
   const notes = format === "pretty" ? formatProblems(warnings).map((line) => `warning: ${line}`) : [];
   // A report or a budget table explains the outcome; otherwise its message does (`clapper: ...`).
-  // A run that wrote its report (whatever its end: an interrupt, a deadline, a service gone)
-  // says so on stdout, as every finished run does: stderr may be a JSON-lines log (`2>> x.jsonl`).
+  // The summary of a run that ended or was stopped (Ctrl-C, a --deadline: a nightly run's usual end)
+  // goes to stdout: stderr may be a JSON-lines log (`2>> nightly.jsonl`). Other ends explain a
+  // failure, on stderr.
   const text = outcome.report || outcome.budget ? renderOutcome(outcome) : "";
   const code = exitCodeOf(outcome.end);
   const r = outcome.report;
@@ -258,7 +259,10 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
     ...(text
       ? {
           text,
-          textTo: r ? ("stdout" as const) : ("stderr" as const),
+          textTo:
+            r && (code === ExitCode.Ok || code === ExitCode.Failed || code === ExitCode.Interrupted)
+              ? ("stdout" as const)
+              : ("stderr" as const),
         }
       : {}),
     ...(notes.length > 0 ? { notes } : {}),
