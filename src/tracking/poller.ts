@@ -22,8 +22,9 @@ const LIST_SPACING_MS = 1000;
  * How long a task this process has not seen yet may be "not found" before that is believed. The
  * specs promise no read-after-create: a service may answer for a task id it has just handed out
  * before its queries know it, and failing such a job (then paying for it again) costs money.
+ * Short all the same: a task that is really gone fails its job after this, not after --give-up-after.
  */
-const NOT_FOUND_GRACE_MS = 30_000;
+const NOT_FOUND_GRACE_MS = 10_000;
 
 export abstract class Poller<T> {
   protected readonly entries = new Map<string, Entry<T>>();

@@ -834,6 +834,38 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
   );
 
   it(
+    "a task the service does not know from its first look on: left open, never created again; an honest later run collects it",
+    async ({ expect }) => {
+      const notFound = { RetCode: 40404, Message: "job not found", request_uuid: "req-gone" };
+      const mutator: Mutator = {
+        request(ctx: RequestCtx) {
+          return ctx.kind === "poll" && is(ctx, "shot/s01")
+            ? { reply: { status: 200, json: notFound } }
+            : undefined;
+        },
+        task(_t: Record<string, unknown>, ctx: TaskCtx) {
+          return ctx.via === "list" && is(ctx, "shot/s01") ? "omit" : undefined;
+        },
+      };
+      await withCase("hostile-never-known", mutator, async (svc, ws) => {
+        const before = await svc.stats();
+        const r = await runClapper(svc, ws);
+        // Not believed while it was never seen (here --give-up-after 2 s ends the looks first): the
+        // task may exist and be paid, so the job is neither failed nor made again.
+        const first = await checkRun(expect, ws, r, {
+          label: "not known",
+          exit: 1,
+          broken: { "shot/s01": { statuses: ["pending"], codes: ["task_unreadable"] } },
+        });
+        expect(created(await svc.stats()) - created(before), "no task created again").toBe(JOBS.length);
+        svc.proxy.mutate(undefined);
+        await checkResume(expect, svc, ws, first, ["shot/s01"], { label: "not known, resumed honest" });
+      });
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
     'a create answered "system busy" (HTTP 200, a RetCode) is sent again with its key: one task, paid once',
     async ({ expect }) => {
       const busy = { replied: 0, forwarded: 0 };
