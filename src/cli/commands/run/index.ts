@@ -260,7 +260,7 @@ function runOutcome(outcome: RunOutcome, format: LogFormat, manifestPath: string
       ? {
           text,
           textTo:
-            r && (code === ExitCode.Ok || code === ExitCode.Failed || code === ExitCode.Interrupted)
+            code === ExitCode.Ok || code === ExitCode.Failed || code === ExitCode.Interrupted
               ? ("stdout" as const)
               : ("stderr" as const),
         }
