@@ -1,5 +1,5 @@
-// Two hostile answers under kills (issue 22): a service that answers two creates with one task id,
-// and a result corrupted in transfer. Each run is a process killed with SIGKILL or SIGTERM at a
+// Hostile answers under kills (issue 22): a service that answers two creates with one task id, a
+// result corrupted in transfer, and a service slow to know its tasks whose results redirect. Each run is a process killed with SIGKILL or SIGTERM at a
 // seeded random moment, then run again until it ends by itself. After each iteration, from
 // outside: the tasks the sandbox made, the points the state says were paid against the balance
 // drop, every stored file's sha256 against the report, and no lock left behind.
@@ -7,7 +7,14 @@
 // Seeded: CLAPPER_CRASH_SEED=N replays a failing sequence (the seed is printed).
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type HostileService, hostileKey, hostileService, type Mutator } from "../fixtures/hostile.js";
+import {
+  type HostileService,
+  hostileKey,
+  hostileService,
+  JOB_NOT_FOUND,
+  lagFor,
+  type Mutator,
+} from "../fixtures/hostile.js";
 import { errorBody } from "../fixtures/servers.js";
 import {
   journalRecords,
@@ -129,6 +136,57 @@ describe("hostile answers under kills", () => {
         expect((await svc.stats()).tasks_created, `${what}: no new task`).toEqual(made);
         expect(made, what).toEqual({ video: SHOT_IDS.length, speech: LINE_IDS.length });
         expect(before - (await balance(svc, KEY)), what).toBe(await paidByState(ws));
+        expect(await verifyOutputs(report), what).toEqual([]);
+        expect(existsSync(`${ws.statePath}.lock`), what).toBe(false);
+      } finally {
+        await svc.close();
+        await ws.remove();
+      }
+    }
+  });
+
+  it("a service slow to know its tasks, whose results all redirect, killed and resumed: one task per job, paid once, every file intact", {
+    timeout: 120_000,
+  }, async () => {
+    for (let n = 1; n <= 3; n++) {
+      // Each task is "not found" and left out of the lists for 300 ms after it is first asked
+      // about; every result download answers a 302 to itself first.
+      const lagging = lagFor(300);
+      const mutator: Mutator = {
+        request: (ctx) =>
+          ctx.kind === "poll" && lagging(ctx.hit.taskId)
+            ? { reply: { status: 200, json: JOB_NOT_FOUND } }
+            : undefined,
+        task: (_t, ctx) => (ctx.via === "list" && lagging(ctx.task?.id) ? "omit" : undefined),
+        media: (ctx) =>
+          ctx.count === 1 ? { reply: { status: 302, headers: { location: ctx.url }, body: "" } } : undefined,
+      };
+      const svc = await hostileService(KEY, { timeScale: 0.002, mutator });
+      const ws = await workspace(`slow-to-know-${n}`);
+      const story: string[] = [];
+      try {
+        const before = await balance(svc, KEY);
+        const stop = { signal: (n % 2 ? "SIGKILL" : "SIGTERM") as NodeJS.Signals, afterMs: between(0, 600) };
+        const first = await run({ svc, ws, key: KEY, retryBaseMs: 5 }, stop);
+        story.push(`${stop.signal} after ${stop.afterMs} ms: ${first.signal ?? `exit ${first.code}`}`);
+        const ended = first.signal === null && first.code !== 4;
+        const last = ended ? first : await runUntilEnded({ svc, ws, key: KEY, retryBaseMs: 5 }, story);
+        const what = `seed ${SEED}, iteration ${n}: ${story.join("; ")}`;
+        expect(last.code, what).toBe(0);
+        const report = await readReport(ws);
+        for (const j of report.jobs)
+          expect(j.status, `${what}: ${j.id} ${JSON.stringify(j.error)}`).toBe("succeeded");
+        expect((await svc.stats()).tasks_created, `${what}: one task per job`).toEqual({
+          video: SHOT_IDS.length,
+          speech: LINE_IDS.length,
+        });
+        const paid = await paidByState(ws);
+        expect(before - (await balance(svc, KEY)), what).toBe(paid);
+        expect(report.points.spent, what).toBe(paid);
+        expect(
+          svc.proxy.downloads.some((d) => d.action === "reply"),
+          `${what}: a result was redirected`,
+        ).toBe(true);
         expect(await verifyOutputs(report), what).toEqual([]);
         expect(existsSync(`${ws.statePath}.lock`), what).toBe(false);
       } finally {

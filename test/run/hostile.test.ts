@@ -20,6 +20,8 @@ import {
   type HostileService,
   hostileKey,
   hostileService,
+  JOB_NOT_FOUND,
+  lagFor,
   type MediaAction,
   type MediaCtx,
   type Mutator,
@@ -798,24 +800,13 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
       // For its first 1.5 s after it is first asked about, a task is "not found" (the spec's
       // business error about a missing job) and lists leave it out: a service whose queries lag
       // behind its creates. The tasks themselves end long before that.
-      const LAG_MS = 1500;
-      const firstAsked = new Map<string, number>();
-      const lagging = (id: string | undefined) => {
-        if (id === undefined) return false;
-        if (!firstAsked.has(id)) firstAsked.set(id, Date.now());
-        return Date.now() - (firstAsked.get(id) ?? 0) < LAG_MS;
-      };
+      const lagging = lagFor(1500);
       let said = 0;
       const mutator: Mutator = {
         request(ctx: RequestCtx) {
           if (ctx.kind !== "poll" || !lagging(ctx.hit.taskId)) return undefined;
           said += 1;
-          return {
-            reply: {
-              status: 200,
-              json: { RetCode: 40404, Message: "job not found", request_uuid: "req-lag" },
-            },
-          };
+          return { reply: { status: 200, json: JOB_NOT_FOUND } };
         },
         task(_t: Record<string, unknown>, ctx: TaskCtx) {
           return ctx.via === "list" && lagging(ctx.task?.id) ? "omit" : undefined;
@@ -836,11 +827,10 @@ describe.concurrent("a hostile service in front of the sandbox", () => {
   it(
     "a task the service does not know from its first look on: left open, never created again; an honest later run collects it",
     async ({ expect }) => {
-      const notFound = { RetCode: 40404, Message: "job not found", request_uuid: "req-gone" };
       const mutator: Mutator = {
         request(ctx: RequestCtx) {
           return ctx.kind === "poll" && is(ctx, "shot/s01")
-            ? { reply: { status: 200, json: notFound } }
+            ? { reply: { status: 200, json: JOB_NOT_FOUND } }
             : undefined;
         },
         task(_t: Record<string, unknown>, ctx: TaskCtx) {
